@@ -1,0 +1,394 @@
+/*
+ * memtier.h: the C API of MemTier, a user-level, GPU-aware data supply runtime.
+ *
+ * MemTier reads byte ranges of files (model weights, checkpoint tensors, dataset
+ * samples, RAG chunks, KV blocks) into caller memory by the fastest correct path:
+ * buffered pread, O_DIRECT with aligned bounce buffers, a userspace DRAM block
+ * cache, and (in builds with MEMTIER_ENABLE_CUDA / MEMTIER_ENABLE_GDS) GPU paths.
+ *
+ * Threading: every function is safe to call from many threads at once on one
+ * context. Several contexts may live in one process. Calls with a NULL, finalized
+ * or otherwise invalid handle fail with a status; they never crash.
+ *
+ * Ownership: MemTier never keeps a caller pointer after a synchronous call returns.
+ * Asynchronous calls (memtier_read_async, memtier_prefetch_async) use the caller's
+ * destination until the request completes; the caller keeps it valid until
+ * memtier_request_wait or memtier_request_test reports completion.
+ *
+ * Errors: every function that can fail returns a memtier_status (0 = success,
+ * negative = error). memtier_strerror() names a status; memtier_last_error() gives
+ * the detail (path, offset, errno text) of the last failure on the calling thread.
+ *
+ * Fork: the Go runtime inside libmemtier.so does not survive fork(). In a forked
+ * child every function returns MEMTIER_ERR_FORKED at once, without entering Go.
+ * Load and use MemTier after fork (or use spawn / forkserver in Python).
+ *
+ * Stability: status values, struct layouts and function signatures below are
+ * append-only: values are never renumbered, fields are only added at the end of
+ * a struct, and a struct that grows is read or written through its size.
+ */
+#ifndef MEMTIER_H
+#define MEMTIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MEMTIER_API __attribute__((visibility("default")))
+#else
+#define MEMTIER_API
+#endif
+
+/* ===================================================================== */
+/* Version                                                                */
+/* ===================================================================== */
+
+#define MEMTIER_VERSION_MAJOR 0
+#define MEMTIER_VERSION_MINOR 1
+#define MEMTIER_VERSION_PATCH 0
+#define MEMTIER_VERSION_NUMBER \
+    (MEMTIER_VERSION_MAJOR * 10000 + MEMTIER_VERSION_MINOR * 100 + MEMTIER_VERSION_PATCH)
+#define MEMTIER_VERSION_STRING "0.1.0"
+
+/* ===================================================================== */
+/* Status codes                                                           */
+/* ===================================================================== */
+
+/* memtier_status: 0 is success, errors are negative. Values are pinned. */
+typedef enum memtier_status {
+    MEMTIER_OK = 0,
+    MEMTIER_ERR_INVALID_ARG = -1,   /* NULL pointer, bad flag, size overflow   */
+    MEMTIER_ERR_NOT_FOUND = -2,     /* ENOENT: the file does not exist         */
+    MEMTIER_ERR_PERMISSION = -3,    /* EACCES / EPERM on open                  */
+    MEMTIER_ERR_EOF = -4,           /* range runs past end of file             */
+    MEMTIER_ERR_IO = -5,            /* any other I/O error (EIO, EFAULT, ...)  */
+    MEMTIER_ERR_NOMEM = -6,         /* allocation failed                       */
+    MEMTIER_ERR_UNSUPPORTED = -7,   /* target or feature not in this build     */
+    MEMTIER_ERR_CLOSED = -8,        /* context or request already finalized    */
+    MEMTIER_ERR_BUSY = -9,          /* request still running                   */
+    MEMTIER_ERR_TIMEOUT = -10,      /* wait timed out; request still running   */
+    MEMTIER_ERR_FORMAT = -11,       /* malformed file format or config value   */
+    MEMTIER_ERR_IS_DIR = -12,       /* EISDIR: the path is a directory         */
+    MEMTIER_ERR_INTERNAL = -13,     /* a bug in MemTier (recovered panic)      */
+    MEMTIER_ERR_FORKED = -14,       /* called in a child after fork()          */
+    MEMTIER_ERR_DIRECT_IO = -15     /* O_DIRECT required but refused by the fs */
+} memtier_status;
+
+/* memtier_strerror: static English text for a status, never NULL. Unknown values
+ * give "unknown status". Pure C: also works in a forked child. Thread-safe. */
+MEMTIER_API const char* memtier_strerror(int status);
+
+/* memtier_last_error: detail of the last failed MemTier call on the calling thread
+ * (path, offset, errno text), "" if none. The pointer stays valid until the next
+ * MemTier call on this thread; copy it to keep it. Never NULL. Thread-safe (each
+ * thread has its own message). */
+MEMTIER_API const char* memtier_last_error(void);
+
+/* memtier_version: the library's version string, e.g. "0.1.0". Compare with
+ * MEMTIER_VERSION_STRING to detect a header/library mismatch. */
+MEMTIER_API const char* memtier_version(void);
+
+/* memtier_version_number: MEMTIER_VERSION_NUMBER of the library. */
+MEMTIER_API int memtier_version_number(void);
+
+/* ===================================================================== */
+/* Handles, targets, flags                                                */
+/* ===================================================================== */
+
+/* An opaque context: configuration, open-file table, DRAM cache, worker pool,
+ * stats. Never dereference it. */
+typedef struct memtier_ctx memtier_ctx_t;
+
+/* An opaque asynchronous request (read or prefetch). */
+typedef struct memtier_request memtier_request_t;
+
+/* Destination memory of a read. */
+#define MEMTIER_TARGET_CPU 0  /* host memory                                  */
+#define MEMTIER_TARGET_CUDA 1 /* device pointer; MEMTIER_ERR_UNSUPPORTED in   */
+                              /* builds without MEMTIER_ENABLE_CUDA           */
+
+/* Per-call hints for memtier_read_ex (bit flags, OR them). */
+#define MEMTIER_READ_DEFAULT 0u
+#define MEMTIER_READ_ONCE 1u       /* do not admit into the DRAM cache          */
+#define MEMTIER_READ_WILL_REUSE 2u /* admit into the DRAM cache whatever size   */
+#define MEMTIER_READ_DIRECT 4u     /* prefer O_DIRECT for bytes not cached      */
+#define MEMTIER_READ_BUFFERED 8u   /* never O_DIRECT for this call              */
+
+/* O_DIRECT mode of a context (memtier_config_t.direct_mode). */
+#define MEMTIER_DIRECT_AUTO 0     /* policy decides; refused O_DIRECT falls back  */
+#define MEMTIER_DIRECT_OFF 1      /* always buffered pread                        */
+#define MEMTIER_DIRECT_ALWAYS 2   /* O_DIRECT for every uncached byte; a file     */
+                                  /* system that refuses it falls back (counted)  */
+#define MEMTIER_DIRECT_REQUIRED 3 /* like ALWAYS, but refusal is an error:        */
+                                  /* MEMTIER_ERR_DIRECT_IO                        */
+
+/* Paths a request can take (memtier_decision_t.path, memtier_path_name). */
+#define MEMTIER_PATH_CACHE 0    /* copied out of the DRAM cache               */
+#define MEMTIER_PATH_BUFFERED 1 /* pread through the page cache               */
+#define MEMTIER_PATH_DIRECT 2   /* O_DIRECT (aligned, or via bounce buffers)  */
+#define MEMTIER_PATH_GDS 3      /* GPUDirect Storage (GPU builds)             */
+#define MEMTIER_PATH_STAGED 4   /* host staging + copy to device (GPU builds) */
+#define MEMTIER_PATH_NONE 5     /* nothing to read (size 0) or refused        */
+
+/* ===================================================================== */
+/* Configuration and lifecycle                                            */
+/* ===================================================================== */
+
+/* memtier_config_t: settings of a context. Fill it with memtier_config_default,
+ * change fields, pass it to memtier_init. struct_size lets the struct grow: the
+ * library reads only the first struct_size bytes and uses defaults for the rest.
+ * Sizes are bytes; 0 in a size or count field means "the default". */
+typedef struct memtier_config {
+    uint32_t struct_size;            /* sizeof(memtier_config_t), set by _default */
+    uint32_t io_threads;             /* I/O worker goroutines; default 4          */
+    uint64_t cache_bytes;            /* DRAM cache budget; default 1 GiB;         */
+                                     /* cache_enabled = 0 turns the cache off     */
+    uint64_t cache_block_bytes;      /* cache block, power of two; default 64 KiB */
+    uint64_t cache_admit_max_bytes;  /* larger requests bypass the cache unless   */
+                                     /* MEMTIER_READ_WILL_REUSE; default 16 MiB   */
+    uint64_t task_bytes;             /* large reads are split into tasks of this  */
+                                     /* size run in parallel; default 4 MiB       */
+    uint64_t direct_threshold_bytes; /* AUTO mode: uncached reads at least this   */
+                                     /* large and not in the page cache go        */
+                                     /* O_DIRECT; default 8 MiB                   */
+    int32_t direct_mode;             /* MEMTIER_DIRECT_*; default AUTO            */
+    int32_t cache_enabled;           /* 1 (default) or 0                          */
+    uint32_t max_open_files;         /* descriptor table bound; default 128       */
+    uint32_t gomaxprocs;             /* Go scheduler threads; 0 = leave as is     */
+    uint64_t gds_threshold_bytes;    /* GPU builds: min size for GDS; default 1MiB*/
+    uint32_t max_inflight_bytes_mib; /* bounce/task memory cap in MiB; default 64 */
+    uint32_t reserved0;
+} memtier_config_t;
+
+/* memtier_config_default: fills *cfg with the defaults, then applies the MEMTIER_*
+ * environment variables (see README). Fields set by code after this call win over
+ * the environment.
+ * Returns MEMTIER_OK; MEMTIER_ERR_INVALID_ARG if cfg is NULL; MEMTIER_ERR_FORMAT
+ * (with memtier_last_error naming the variable) if an environment value does not
+ * parse; *cfg then holds the defaults. Thread-safe. */
+MEMTIER_API int memtier_config_default(memtier_config_t* cfg);
+
+/* memtier_init: creates a context. cfg may be NULL (defaults + environment).
+ * On success *ctx_out is a new context; on failure it is set to NULL.
+ * Returns MEMTIER_OK, MEMTIER_ERR_INVALID_ARG (ctx_out NULL, struct_size too small
+ * or a field out of range), MEMTIER_ERR_FORMAT (bad MEMTIER_* value),
+ * MEMTIER_ERR_NOMEM. Thread-safe. */
+MEMTIER_API int memtier_init(const memtier_config_t* cfg, memtier_ctx_t** ctx_out);
+
+/* memtier_finalize: stops the context: queued async requests complete with
+ * MEMTIER_ERR_CLOSED, running ones are waited for, descriptors are closed and the
+ * cache is freed. Later calls with ctx fail with MEMTIER_ERR_CLOSED. finalize(NULL)
+ * is a no-op returning MEMTIER_OK; a second finalize returns MEMTIER_ERR_CLOSED.
+ * Blocks until in-flight I/O ends. Thread-safe. */
+MEMTIER_API int memtier_finalize(memtier_ctx_t* ctx);
+
+/* memtier_get_config: the effective configuration of ctx (after defaults and
+ * environment). Writes min(cfg_size, sizeof(memtier_config_t)) bytes of cfg.
+ * Returns MEMTIER_OK, MEMTIER_ERR_INVALID_ARG, MEMTIER_ERR_CLOSED. */
+MEMTIER_API int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, size_t cfg_size);
+
+/* ===================================================================== */
+/* Reads                                                                  */
+/* ===================================================================== */
+
+/* memtier_read: reads exactly size bytes of path starting at byte offset into dst.
+ * target: MEMTIER_TARGET_CPU (dst is host memory of at least size bytes) or
+ * MEMTIER_TARGET_CUDA. No alignment is required of offset, size or dst.
+ * size 0 succeeds without touching dst (dst may be NULL then).
+ * Returns MEMTIER_OK when all size bytes were written to dst;
+ * MEMTIER_ERR_EOF if offset + size is past end of file (dst is then not written
+ * beyond what the file holds, and its content is unspecified in that range);
+ * MEMTIER_ERR_INVALID_ARG (NULL ctx/path/dst, offset + size overflows);
+ * MEMTIER_ERR_NOT_FOUND, MEMTIER_ERR_PERMISSION, MEMTIER_ERR_IS_DIR,
+ * MEMTIER_ERR_IO, MEMTIER_ERR_DIRECT_IO, MEMTIER_ERR_UNSUPPORTED (CUDA target in a
+ * CPU build), MEMTIER_ERR_CLOSED, MEMTIER_ERR_NOMEM.
+ * Blocks until done; large reads are split into tasks run in parallel.
+ * Thread-safe. */
+MEMTIER_API int memtier_read(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+                             uint64_t size, void* dst, int target);
+
+/* memtier_read_ex: memtier_read with per-call hints (MEMTIER_READ_* flags).
+ * Unknown flag bits give MEMTIER_ERR_INVALID_ARG. */
+MEMTIER_API int memtier_read_ex(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+                                uint64_t size, void* dst, int target, uint32_t flags);
+
+/* One element of a vectored read. */
+typedef struct memtier_iovec {
+    uint64_t offset;   /* in: byte offset in the file                          */
+    uint64_t size;     /* in: bytes to read                                    */
+    void* dst;         /* in: destination of size bytes (NULL allowed if 0)    */
+    const char* path;  /* in: file of this element, NULL = memtier_readv's path*/
+    int64_t result;    /* out: bytes read (== size) or a negative status       */
+} memtier_iovec_t;
+
+/* memtier_readv: a batch of n (offset, size, dst) reads, typically many small
+ * ones. Elements are sorted by (file, offset); adjacent or overlapping ranges are
+ * coalesced into one read (gaps are never filled: no read amplification beyond a
+ * cache block) and served in parallel. Each element gets its own result; one bad
+ * element does not affect the others. path may be NULL if every element has one.
+ * Returns MEMTIER_OK if every element succeeded, else the status of the failed
+ * element with the lowest index (MEMTIER_ERR_INVALID_ARG for a NULL ctx or iov
+ * with n > 0; then no element is touched). Thread-safe. */
+MEMTIER_API int memtier_readv(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
+                              size_t n, int target);
+
+/* ===================================================================== */
+/* Prefetch and asynchronous requests                                    */
+/* ===================================================================== */
+
+/* Prefetch destinations (memtier_prefetch_opts_t.flags). */
+#define MEMTIER_PREFETCH_TO_DRAM 0u /* into the DRAM cache (default)           */
+#define MEMTIER_PREFETCH_TO_HBM 1u  /* into GPU memory: MEMTIER_ERR_UNSUPPORTED */
+                                    /* in builds without CUDA                  */
+
+typedef struct memtier_prefetch_opts {
+    uint32_t struct_size; /* sizeof(memtier_prefetch_opts_t)             */
+    uint32_t flags;       /* MEMTIER_PREFETCH_*                           */
+} memtier_prefetch_opts_t;
+
+/* memtier_prefetch: reads [offset, offset + size) of path into the DRAM cache and
+ * returns when it is resident. A range past end of file is clipped to the file.
+ * size 0 means "to end of file". Fails with MEMTIER_ERR_UNSUPPORTED if the cache is
+ * disabled or TO_HBM is asked in a CPU build. Ranges larger than the cache budget
+ * keep the last budget's worth. opts may be NULL. Thread-safe. */
+MEMTIER_API int memtier_prefetch(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+                                 uint64_t size, const memtier_prefetch_opts_t* opts);
+
+/* memtier_prefetch_async: memtier_prefetch that returns at once with a request in
+ * *req_out (NULL on failure). Argument errors are returned directly; I/O errors are
+ * reported by memtier_request_wait. Release the request with memtier_request_release. */
+MEMTIER_API int memtier_prefetch_async(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+                                       uint64_t size, const memtier_prefetch_opts_t* opts,
+                                       memtier_request_t** req_out);
+
+/* memtier_read_async: memtier_read_ex that returns at once with a request in
+ * *req_out. dst must stay valid until the request completes. */
+MEMTIER_API int memtier_read_async(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+                                   uint64_t size, void* dst, int target, uint32_t flags,
+                                   memtier_request_t** req_out);
+
+/* memtier_request_wait: waits up to timeout_ns nanoseconds (negative = forever,
+ * 0 = do not wait) for req. On completion returns the request's status and, if
+ * nbytes_out is not NULL, the bytes it moved. Returns MEMTIER_ERR_TIMEOUT if it is
+ * still running, MEMTIER_ERR_CLOSED if req was released or its context finalized,
+ * MEMTIER_ERR_INVALID_ARG for NULL. Thread-safe. */
+MEMTIER_API int memtier_request_wait(memtier_request_t* req, int64_t timeout_ns,
+                                     uint64_t* nbytes_out);
+
+/* memtier_request_test: like wait with timeout 0, but a running request gives
+ * MEMTIER_ERR_BUSY. */
+MEMTIER_API int memtier_request_test(memtier_request_t* req, uint64_t* nbytes_out);
+
+/* memtier_request_release: frees req. A request still running is waited for first
+ * (it may write to its dst until then). Returns MEMTIER_OK, or MEMTIER_ERR_CLOSED
+ * for an unknown or already released request. release(NULL) returns MEMTIER_OK. */
+MEMTIER_API int memtier_request_release(memtier_request_t* req);
+
+/* ===================================================================== */
+/* Cache control and path policy                                          */
+/* ===================================================================== */
+
+/* memtier_drop_cache: removes path's blocks from the DRAM cache (path NULL: all
+ * blocks) and closes its cached descriptors. Blocks being copied out are removed
+ * when the copy ends. Returns MEMTIER_OK (also when nothing was cached),
+ * MEMTIER_ERR_INVALID_ARG, MEMTIER_ERR_CLOSED. Thread-safe. */
+MEMTIER_API int memtier_drop_cache(memtier_ctx_t* ctx, const char* path);
+
+/* The decision the path policy takes for a request (memtier_explain). */
+typedef struct memtier_decision {
+    int32_t path;              /* MEMTIER_PATH_* for the uncached bytes       */
+    int32_t admit;             /* 1 if the read fills the DRAM cache          */
+    uint64_t cached_bytes;     /* bytes of the range already in the cache     */
+    uint64_t resident_bytes;   /* bytes of the range in the page cache        */
+    uint64_t tasks;            /* parallel tasks the read is split into       */
+    char reason[96];           /* NUL-terminated one-line explanation         */
+} memtier_decision_t;
+
+/* memtier_explain: what memtier_read_ex(ctx, path, offset, size, dst, target,
+ * flags) would do now, without reading. Fills *out. Returns MEMTIER_OK or the
+ * status the read would fail with before any I/O (argument, open errors).
+ * Thread-safe. */
+MEMTIER_API int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+                                uint64_t size, const void* dst, int target, uint32_t flags,
+                                memtier_decision_t* out);
+
+/* memtier_path_name: "cache", "buffered", "direct", "gds", "staged", "none" or
+ * "unknown". Static, never NULL. */
+MEMTIER_API const char* memtier_path_name(int path);
+
+/* ===================================================================== */
+/* Statistics                                                            */
+/* ===================================================================== */
+
+/* memtier_stats_t: counters since init or the last memtier_stats_reset. Bytes are
+ * bytes; requests count memtier_read calls and readv elements. A read served partly
+ * from the cache counts under each path for the bytes that path moved. */
+typedef struct memtier_stats {
+    uint64_t requests;              /* read requests (read, readv element, async) */
+    uint64_t bytes;                 /* bytes delivered to callers                 */
+    uint64_t cache_hit_requests;    /* requests served entirely from the cache    */
+    uint64_t cache_hit_bytes;       /* bytes copied out of the cache              */
+    uint64_t buffered_requests;     /* requests that used buffered pread          */
+    uint64_t buffered_bytes;        /* bytes read with buffered pread             */
+    uint64_t direct_requests;       /* requests that used O_DIRECT                */
+    uint64_t direct_bytes;          /* bytes read with O_DIRECT                   */
+    uint64_t gds_requests;          /* GPU builds: GPUDirect Storage              */
+    uint64_t gds_bytes;
+    uint64_t staged_requests;       /* GPU builds: staged host-to-device          */
+    uint64_t staged_bytes;
+    uint64_t cache_hits;            /* cache block lookups found resident         */
+    uint64_t cache_misses;          /* cache block lookups not resident           */
+    uint64_t cache_evictions;       /* blocks evicted to stay within budget       */
+    uint64_t cache_resident_bytes;  /* bytes held by cache blocks now             */
+    uint64_t cache_budget_bytes;    /* the configured budget                      */
+    uint64_t cache_inserted_bytes;  /* bytes written into the cache               */
+    uint64_t prefetch_requests;     /* prefetch calls (sync and async)            */
+    uint64_t prefetch_bytes;        /* bytes those prefetches brought in          */
+    uint64_t readv_calls;           /* memtier_readv calls                        */
+    uint64_t coalesced_reads;       /* storage reads after readv coalescing       */
+    uint64_t storage_bytes;         /* bytes read from files (all paths)          */
+    uint64_t direct_fallbacks;      /* O_DIRECT refused, buffered used instead    */
+    uint64_t bounce_bytes;          /* O_DIRECT bytes moved via bounce buffers    */
+    uint64_t eintr_retries;         /* preads retried after EINTR                 */
+    uint64_t short_read_retries;    /* preads continued after a short count       */
+    uint64_t async_requests;        /* read_async + prefetch_async submitted      */
+    uint64_t errors;                /* calls that returned an error               */
+    uint64_t files_opened;          /* descriptors opened                         */
+    uint64_t files_evicted;         /* descriptors closed to respect the bound    */
+    uint64_t stale_invalidations;   /* cached files found changed (re-read)       */
+} memtier_stats_t;
+
+/* memtier_stats: fills the whole of *st (the layout above, never reading it
+ * first: st may be uninitialised). Returns MEMTIER_OK, MEMTIER_ERR_INVALID_ARG,
+ * MEMTIER_ERR_CLOSED. Thread-safe; counters are read without stopping I/O. */
+MEMTIER_API int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st);
+
+/* memtier_stats_sized: writes min(st_size, the library's stats size) bytes; use
+ * it to read fields added in later versions. */
+MEMTIER_API int memtier_stats_sized(memtier_ctx_t* ctx, memtier_stats_t* st, size_t st_size);
+
+/* memtier_stats_reset: sets every counter to 0 except cache_resident_bytes and
+ * cache_budget_bytes, which describe state. Thread-safe. */
+MEMTIER_API int memtier_stats_reset(memtier_ctx_t* ctx);
+
+/* ===================================================================== */
+/* Testing hooks (not for production use)                                 */
+/* ===================================================================== */
+
+#define MEMTIER_DEBUG_PANIC_EXPORT 1 /* the call itself panics               */
+#define MEMTIER_DEBUG_PANIC_WORKER 2 /* the next read's worker panics         */
+
+/* memtier_debug_hook: triggers a test fault to prove panics become
+ * MEMTIER_ERR_INTERNAL. Works only when the process started with
+ * MEMTIER_TEST_HOOKS=1; otherwise returns MEMTIER_ERR_UNSUPPORTED. */
+MEMTIER_API int memtier_debug_hook(memtier_ctx_t* ctx, int hook);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMTIER_H */

@@ -1,0 +1,280 @@
+// Package config holds a context's Options: defaults, MEMTIER_* environment
+// overrides (parsed strictly: a bad value is an error, never a silent default)
+// and validation. One table (vars) drives the environment, the README table and
+// the tests.
+package config
+
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/memtier/memtier/runtime/errs"
+)
+
+// Direct I/O modes; values equal MEMTIER_DIRECT_* in include/memtier.h.
+const (
+	DirectAuto     = 0 // policy decides; a refused O_DIRECT falls back to buffered
+	DirectOff      = 1 // always buffered pread
+	DirectAlways   = 2 // O_DIRECT for every uncached byte, fallback when refused
+	DirectRequired = 3 // like Always, refusal is errs.DirectIO
+)
+
+const (
+	KiB = 1 << 10
+	MiB = 1 << 20
+	GiB = 1 << 30
+)
+
+// Options configures an engine.Context. Sizes are bytes.
+type Options struct {
+	IOThreads          int    // I/O worker goroutines; default 4
+	CacheBytes         uint64 // DRAM cache budget; default 1 GiB
+	CacheBlockBytes    uint64 // cache block size, power of two >= 4 KiB; default 64 KiB
+	CacheAdmitMaxBytes uint64 // requests larger than this bypass the cache unless WILL_REUSE; default 16 MiB
+	TaskBytes          uint64 // split size of large reads; default 4 MiB
+	DirectThreshold    uint64 // AUTO: uncached, non-resident reads >= this go O_DIRECT; default 8 MiB
+	DirectMode         int    // Direct*; default DirectAuto
+	CacheEnabled       bool   // default true
+	MaxOpenFiles       int    // bound of the descriptor table; default 128
+	GOMAXPROCS         int    // 0 = leave the Go scheduler as it is
+	GDSThreshold       uint64 // GPU builds: minimum size for GDS; default 1 MiB
+	MaxInflightMiB     int    // cap on bounce/task buffer memory in MiB; default 64
+	// Fault is the MEMTIER_FAULT test hook ("eintr_every=N,short_max=N"); "" = off.
+	Fault string
+	// TestHooks enables memtier_debug_hook (MEMTIER_TEST_HOOKS=1).
+	TestHooks bool
+}
+
+// Defaults returns the compiled-in defaults.
+func Defaults() Options {
+	return Options{
+		IOThreads:          4,
+		CacheBytes:         1 * GiB,
+		CacheBlockBytes:    64 * KiB,
+		CacheAdmitMaxBytes: 16 * MiB,
+		TaskBytes:          4 * MiB,
+		DirectThreshold:    8 * MiB,
+		DirectMode:         DirectAuto,
+		CacheEnabled:       true,
+		MaxOpenFiles:       128,
+		GDSThreshold:       1 * MiB,
+		MaxInflightMiB:     64,
+	}
+}
+
+// Var describes one MEMTIER_* environment variable.
+type Var struct {
+	Name string // e.g. "MEMTIER_CACHE_BYTES"
+	Doc  string // one line for the README table
+	set  func(o *Options, v string) error
+}
+
+func parseSize(v string) (uint64, error) {
+	s := strings.TrimSpace(strings.ToUpper(v))
+	mult := uint64(1)
+	for _, suf := range []struct {
+		s string
+		m uint64
+	}{{"KIB", KiB}, {"MIB", MiB}, {"GIB", GiB}, {"K", KiB}, {"M", MiB}, {"G", GiB}} {
+		if strings.HasSuffix(s, suf.s) {
+			s, mult = strings.TrimSuffix(s, suf.s), suf.m
+			break
+		}
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a byte size (use digits with an optional K/M/G suffix)")
+	}
+	hi, lo := bits.Mul64(n, mult)
+	if hi != 0 {
+		return 0, fmt.Errorf("byte size overflows 64 bits")
+	}
+	return lo, nil
+}
+
+func parseInt(v string, min, max int) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < min || n > max {
+		return 0, fmt.Errorf("not an integer in [%d, %d]", min, max)
+	}
+	return n, nil
+}
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true, nil
+	case "0", "false", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("not a boolean (1/0, true/false, on/off)")
+}
+
+func sizeVar(name, doc string, field func(*Options) *uint64) Var {
+	return Var{name, doc, func(o *Options, v string) error {
+		n, err := parseSize(v)
+		if err == nil {
+			*field(o) = n
+		}
+		return err
+	}}
+}
+
+// Vars lists every MEMTIER_* variable in README order.
+var Vars = []Var{
+	{"MEMTIER_CACHE_BYTES", "DRAM cache budget in bytes (K/M/G suffixes); 0 turns the cache off", func(o *Options, v string) error {
+		n, err := parseSize(v)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			o.CacheEnabled = false
+		} else {
+			o.CacheBytes = n
+		}
+		return nil
+	}},
+	sizeVar("MEMTIER_CACHE_BLOCK_BYTES", "cache block size, a power of two, 4 KiB to 64 MiB", func(o *Options) *uint64 { return &o.CacheBlockBytes }),
+	sizeVar("MEMTIER_CACHE_ADMIT_MAX_BYTES", "reads larger than this bypass the cache unless hinted WILL_REUSE", func(o *Options) *uint64 { return &o.CacheAdmitMaxBytes }),
+	{"MEMTIER_CACHE", "1/0: cache on or off", func(o *Options, v string) error {
+		b, err := parseBool(v)
+		if err == nil {
+			o.CacheEnabled = b
+		}
+		return err
+	}},
+	{"MEMTIER_IO_THREADS", "I/O worker goroutines (1 to 256)", func(o *Options, v string) error {
+		n, err := parseInt(v, 1, 256)
+		if err == nil {
+			o.IOThreads = n
+		}
+		return err
+	}},
+	sizeVar("MEMTIER_TASK_BYTES", "large reads are split into parallel tasks of this size", func(o *Options) *uint64 { return &o.TaskBytes }),
+	sizeVar("MEMTIER_DIRECT_THRESHOLD", "AUTO mode: uncached reads at least this large and not in the page cache use O_DIRECT", func(o *Options) *uint64 { return &o.DirectThreshold }),
+	{"MEMTIER_DIRECT", "auto, off, always or required", func(o *Options, v string) error {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "auto":
+			o.DirectMode = DirectAuto
+		case "off", "0":
+			o.DirectMode = DirectOff
+		case "always", "on", "1":
+			o.DirectMode = DirectAlways
+		case "required":
+			o.DirectMode = DirectRequired
+		default:
+			return fmt.Errorf("not one of auto, off, always, required")
+		}
+		return nil
+	}},
+	{"MEMTIER_MAX_OPEN_FILES", "bound of the open-descriptor table (1 to 65536)", func(o *Options, v string) error {
+		n, err := parseInt(v, 1, 65536)
+		if err == nil {
+			o.MaxOpenFiles = n
+		}
+		return err
+	}},
+	{"MEMTIER_GOMAXPROCS", "Go scheduler threads set at init (0 = unchanged)", func(o *Options, v string) error {
+		n, err := parseInt(v, 0, 1024)
+		if err == nil {
+			o.GOMAXPROCS = n
+		}
+		return err
+	}},
+	sizeVar("MEMTIER_GDS_THRESHOLD", "GPU builds: minimum request size for GDS", func(o *Options) *uint64 { return &o.GDSThreshold }),
+	{"MEMTIER_MAX_INFLIGHT_MIB", "cap in MiB on bounce and task buffer memory (1 to 65536)", func(o *Options, v string) error {
+		n, err := parseInt(v, 1, 65536)
+		if err == nil {
+			o.MaxInflightMiB = n
+		}
+		return err
+	}},
+	{"MEMTIER_FAULT", "test hook: eintr_every=N and/or short_max=N (comma separated) inject EINTR and short preads", func(o *Options, v string) error {
+		if _, err := ParseFault(v); err != nil {
+			return err
+		}
+		o.Fault = v
+		return nil
+	}},
+	{"MEMTIER_TEST_HOOKS", "test hook: 1 enables memtier_debug_hook", func(o *Options, v string) error {
+		b, err := parseBool(v)
+		if err == nil {
+			o.TestHooks = b
+		}
+		return err
+	}},
+}
+
+// FromEnv applies every variable that lookup finds to o. A value that does not
+// parse is an errs.Format error naming the variable and the value.
+func (o *Options) FromEnv(lookup func(string) (string, bool)) error {
+	for _, v := range Vars {
+		s, ok := lookup(v.Name)
+		if !ok || s == "" {
+			continue
+		}
+		if err := v.set(o, s); err != nil {
+			return errs.New(errs.Format, "config", "%s=%q: %v", v.Name, s, err)
+		}
+	}
+	return nil
+}
+
+// Validate checks ranges and cross-field rules; errors are errs.InvalidArg.
+func (o *Options) Validate() error {
+	bad := func(f string, a ...any) error { return errs.New(errs.InvalidArg, "config", f, a...) }
+	switch {
+	case o.IOThreads < 1 || o.IOThreads > 256:
+		return bad("io_threads %d not in [1, 256]", o.IOThreads)
+	case o.CacheBlockBytes < 4*KiB || o.CacheBlockBytes > 64*MiB || o.CacheBlockBytes&(o.CacheBlockBytes-1) != 0:
+		return bad("cache_block_bytes %d is not a power of two in [4 KiB, 64 MiB]", o.CacheBlockBytes)
+	case o.CacheEnabled && o.CacheBytes < o.CacheBlockBytes:
+		return bad("cache_bytes %d is smaller than one block (%d)", o.CacheBytes, o.CacheBlockBytes)
+	case o.TaskBytes < 64*KiB || o.TaskBytes > 1*GiB:
+		return bad("task_bytes %d not in [64 KiB, 1 GiB]", o.TaskBytes)
+	case o.DirectMode < DirectAuto || o.DirectMode > DirectRequired:
+		return bad("direct_mode %d unknown", o.DirectMode)
+	case o.MaxOpenFiles < 1 || o.MaxOpenFiles > 65536:
+		return bad("max_open_files %d not in [1, 65536]", o.MaxOpenFiles)
+	case o.GOMAXPROCS < 0 || o.GOMAXPROCS > 1024:
+		return bad("gomaxprocs %d not in [0, 1024]", o.GOMAXPROCS)
+	case o.MaxInflightMiB < 1 || o.MaxInflightMiB > 65536:
+		return bad("max_inflight_mib %d not in [1, 65536]", o.MaxInflightMiB)
+	case uint64(o.MaxInflightMiB)*MiB < o.TaskBytes:
+		return bad("max_inflight_mib (%d MiB) smaller than one task (%d bytes)", o.MaxInflightMiB, o.TaskBytes)
+	}
+	return nil
+}
+
+// Fault is the parsed MEMTIER_FAULT hook.
+type Fault struct {
+	EINTREvery int // every Nth pread fails with EINTR first; 0 = never
+	ShortMax   int // no pread returns more than this many bytes; 0 = no limit
+}
+
+// ParseFault parses "eintr_every=N,short_max=N" (either part optional).
+func ParseFault(s string) (Fault, error) {
+	var f Fault
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 {
+			return f, fmt.Errorf("bad fault spec %q (want eintr_every=N,short_max=N)", part)
+		}
+		switch k {
+		case "eintr_every":
+			f.EINTREvery = n
+		case "short_max":
+			f.ShortMax = n
+		default:
+			return f, fmt.Errorf("unknown fault %q", k)
+		}
+	}
+	return f, nil
+}

@@ -1,0 +1,94 @@
+// Package stats holds a context's counters: lock-free atomics updated on the I/O
+// path and a Snapshot whose field order equals memtier_stats_t in
+// include/memtier.h (capi copies it field by field).
+package stats
+
+import "sync/atomic"
+
+// Counters are the live counters of one context. All methods are safe for
+// concurrent use.
+type Counters struct {
+	Requests, Bytes                 atomic.Uint64
+	CacheHitRequests, CacheHitBytes atomic.Uint64
+	BufferedRequests, BufferedBytes atomic.Uint64
+	DirectRequests, DirectBytes     atomic.Uint64
+	GDSRequests, GDSBytes           atomic.Uint64
+	StagedRequests, StagedBytes     atomic.Uint64
+	CacheHits, CacheMisses          atomic.Uint64
+	CacheEvictions                  atomic.Uint64
+	CacheInsertedBytes              atomic.Uint64
+	PrefetchRequests, PrefetchBytes atomic.Uint64
+	ReadvCalls, CoalescedReads      atomic.Uint64
+	StorageBytes                    atomic.Uint64
+	DirectFallbacks, BounceBytes    atomic.Uint64
+	EINTRRetries, ShortReadRetries  atomic.Uint64
+	AsyncRequests, Errors           atomic.Uint64
+	FilesOpened, FilesEvicted       atomic.Uint64
+	StaleInvalidations              atomic.Uint64
+}
+
+// Snapshot is a copy of the counters plus two state gauges (resident and budget
+// bytes, filled by the caller from the cache). Field order = memtier_stats_t.
+type Snapshot struct {
+	Requests, Bytes                 uint64
+	CacheHitRequests, CacheHitBytes uint64
+	BufferedRequests, BufferedBytes uint64
+	DirectRequests, DirectBytes     uint64
+	GDSRequests, GDSBytes           uint64
+	StagedRequests, StagedBytes     uint64
+	CacheHits, CacheMisses          uint64
+	CacheEvictions                  uint64
+	CacheResidentBytes              uint64
+	CacheBudgetBytes                uint64
+	CacheInsertedBytes              uint64
+	PrefetchRequests, PrefetchBytes uint64
+	ReadvCalls, CoalescedReads      uint64
+	StorageBytes                    uint64
+	DirectFallbacks, BounceBytes    uint64
+	EINTRRetries, ShortReadRetries  uint64
+	AsyncRequests, Errors           uint64
+	FilesOpened, FilesEvicted       uint64
+	StaleInvalidations              uint64
+}
+
+func (c *Counters) all() []*atomic.Uint64 {
+	return []*atomic.Uint64{
+		&c.Requests, &c.Bytes, &c.CacheHitRequests, &c.CacheHitBytes,
+		&c.BufferedRequests, &c.BufferedBytes, &c.DirectRequests, &c.DirectBytes,
+		&c.GDSRequests, &c.GDSBytes, &c.StagedRequests, &c.StagedBytes,
+		&c.CacheHits, &c.CacheMisses, &c.CacheEvictions, &c.CacheInsertedBytes,
+		&c.PrefetchRequests, &c.PrefetchBytes, &c.ReadvCalls, &c.CoalescedReads,
+		&c.StorageBytes, &c.DirectFallbacks, &c.BounceBytes, &c.EINTRRetries,
+		&c.ShortReadRetries, &c.AsyncRequests, &c.Errors, &c.FilesOpened,
+		&c.FilesEvicted, &c.StaleInvalidations,
+	}
+}
+
+// Snapshot copies the counters. Each field is read atomically; the set is not
+// a single atomic cut (I/O keeps running).
+func (c *Counters) Snapshot() Snapshot {
+	return Snapshot{
+		Requests: c.Requests.Load(), Bytes: c.Bytes.Load(),
+		CacheHitRequests: c.CacheHitRequests.Load(), CacheHitBytes: c.CacheHitBytes.Load(),
+		BufferedRequests: c.BufferedRequests.Load(), BufferedBytes: c.BufferedBytes.Load(),
+		DirectRequests: c.DirectRequests.Load(), DirectBytes: c.DirectBytes.Load(),
+		GDSRequests: c.GDSRequests.Load(), GDSBytes: c.GDSBytes.Load(),
+		StagedRequests: c.StagedRequests.Load(), StagedBytes: c.StagedBytes.Load(),
+		CacheHits: c.CacheHits.Load(), CacheMisses: c.CacheMisses.Load(),
+		CacheEvictions: c.CacheEvictions.Load(), CacheInsertedBytes: c.CacheInsertedBytes.Load(),
+		PrefetchRequests: c.PrefetchRequests.Load(), PrefetchBytes: c.PrefetchBytes.Load(),
+		ReadvCalls: c.ReadvCalls.Load(), CoalescedReads: c.CoalescedReads.Load(),
+		StorageBytes: c.StorageBytes.Load(), DirectFallbacks: c.DirectFallbacks.Load(),
+		BounceBytes: c.BounceBytes.Load(), EINTRRetries: c.EINTRRetries.Load(),
+		ShortReadRetries: c.ShortReadRetries.Load(), AsyncRequests: c.AsyncRequests.Load(),
+		Errors: c.Errors.Load(), FilesOpened: c.FilesOpened.Load(),
+		FilesEvicted: c.FilesEvicted.Load(), StaleInvalidations: c.StaleInvalidations.Load(),
+	}
+}
+
+// Reset sets every counter to zero.
+func (c *Counters) Reset() {
+	for _, a := range c.all() {
+		a.Store(0)
+	}
+}
