@@ -160,8 +160,8 @@ typedef struct memtier_config {
     uint32_t max_open_files;         /* descriptor table bound; default 128       */
     uint32_t gomaxprocs;             /* Go scheduler threads; 0 = leave as is     */
     uint64_t gds_threshold_bytes;    /* GPU builds: min size for GDS; default 1MiB*/
-    uint32_t max_inflight_bytes_mib; /* bounce/task memory cap in MiB; default 64 */
-    uint32_t reserved0;
+    uint32_t max_inflight_mib;       /* bounce/task memory cap in MiB; default 64 */
+    uint32_t small_io_depth;         /* readv: reads in flight at once; default 32*/
 } memtier_config_t;
 
 /* memtier_config_default: fills *cfg with the defaults, then applies the MEMTIER_*

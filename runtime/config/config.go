@@ -41,6 +41,7 @@ type Options struct {
 	GOMAXPROCS         int    // 0 = leave the Go scheduler as it is
 	GDSThreshold       uint64 // GPU builds: minimum size for GDS; default 1 MiB
 	MaxInflightMiB     int    // cap on bounce/task buffer memory in MiB; default 64
+	SmallIODepth       int    // readv: small reads in flight at once; default 32
 	// Fault is the MEMTIER_FAULT test hook ("eintr_every=N,short_max=N"); "" = off.
 	Fault string
 	// TestHooks enables memtier_debug_hook (MEMTIER_TEST_HOOKS=1).
@@ -61,6 +62,7 @@ func Defaults() Options {
 		MaxOpenFiles:       128,
 		GDSThreshold:       1 * MiB,
 		MaxInflightMiB:     64,
+		SmallIODepth:       32,
 	}
 }
 
@@ -191,6 +193,13 @@ var Vars = []Var{
 		}
 		return err
 	}},
+	{"MEMTIER_SMALL_IO_DEPTH", "readv: small reads in flight at once (1 to 256)", func(o *Options, v string) error {
+		n, err := parseInt(v, 1, 256)
+		if err == nil {
+			o.SmallIODepth = n
+		}
+		return err
+	}},
 	{"MEMTIER_FAULT", "test hook: eintr_every=N and/or short_max=N (comma separated) inject EINTR and short preads", func(o *Options, v string) error {
 		if _, err := ParseFault(v); err != nil {
 			return err
@@ -242,6 +251,8 @@ func (o *Options) Validate() error {
 		return bad("gomaxprocs %d not in [0, 1024]", o.GOMAXPROCS)
 	case o.MaxInflightMiB < 1 || o.MaxInflightMiB > 65536:
 		return bad("max_inflight_mib %d not in [1, 65536]", o.MaxInflightMiB)
+	case o.SmallIODepth < 1 || o.SmallIODepth > 256:
+		return bad("small_io_depth %d not in [1, 256]", o.SmallIODepth)
 	case uint64(o.MaxInflightMiB)*MiB < o.TaskBytes:
 		return bad("max_inflight_mib (%d MiB) smaller than one task (%d bytes)", o.MaxInflightMiB, o.TaskBytes)
 	}
