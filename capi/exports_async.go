@@ -1,0 +1,94 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include
+#include "memtier.h"
+*/
+import "C"
+
+import (
+	"time"
+	"unsafe"
+
+	"github.com/memtier/memtier/runtime/engine"
+	"github.com/memtier/memtier/runtime/errs"
+)
+
+//export mtgo_read_async
+func mtgo_read_async(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Pointer, target C.int, flags C.uint32_t, reqOut *C.uint64_t) (rc C.int) {
+	var ctx *engine.Context
+	defer catch(&rc, &ctx)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	switch {
+	case path == nil:
+		return invalid(ctx, "memtier_read_async", "path is NULL")
+	case dst == nil && size > 0:
+		return invalid(ctx, "memtier_read_async", "dst is NULL for a %d-byte read", uint64(size))
+	}
+	r, err := ctx.ReadAsync(goPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
+	if err != nil {
+		return finish(ctx, err)
+	}
+	*reqOut = C.uint64_t(addRequest(uint64(id), r))
+	return 0
+}
+
+//export mtgo_prefetch_async
+func mtgo_prefetch_async(id C.uint64_t, path *C.char, off, size C.uint64_t, flags C.uint32_t, reqOut *C.uint64_t) (rc C.int) {
+	var ctx *engine.Context
+	defer catch(&rc, &ctx)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	if path == nil {
+		return invalid(ctx, "memtier_prefetch_async", "path is NULL")
+	}
+	r, err := ctx.PrefetchAsync(goPath(path), uint64(off), uint64(size), uint32(flags))
+	if err != nil {
+		return finish(ctx, err)
+	}
+	*reqOut = C.uint64_t(addRequest(uint64(id), r))
+	return 0
+}
+
+// mtgo_request_wait serves both wait and test (test != 0: a running request
+// is MEMTIER_ERR_BUSY instead of TIMEOUT).
+//
+//export mtgo_request_wait
+func mtgo_request_wait(rid C.uint64_t, timeoutNs C.int64_t, nbytes *C.uint64_t, test C.int) (rc C.int) {
+	defer catch(&rc, nil)
+	r, err := lookupRequest(uint64(rid))
+	if err != nil {
+		return finish(nil, err)
+	}
+	timeout := time.Duration(timeoutNs)
+	if timeoutNs < 0 {
+		timeout = -1
+	}
+	n, rerr, done := r.r.Wait(timeout)
+	if !done {
+		if test != 0 {
+			return C.int(errs.Busy)
+		}
+		return finish(nil, errs.New(errs.Timeout, "memtier_request_wait", "request still running after %d ns", int64(timeoutNs)))
+	}
+	if nbytes != nil {
+		*nbytes = C.uint64_t(n)
+	}
+	return finish(nil, rerr)
+}
+
+//export mtgo_request_release
+func mtgo_request_release(rid C.uint64_t) (rc C.int) {
+	defer catch(&rc, nil)
+	r, err := removeRequest(uint64(rid))
+	if err != nil {
+		return finish(nil, err)
+	}
+	r.r.Wait(-1) // it may still write to its dst; never return before it stops
+	return 0
+}

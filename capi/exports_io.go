@@ -1,0 +1,138 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include
+#include "memtier.h"
+*/
+import "C"
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/memtier/memtier/runtime/engine"
+)
+
+// hostSlice views caller memory as a byte slice. The GC never scans or moves
+// C memory, so writing bytes through it is allowed by the cgo pointer rules.
+func hostSlice(p unsafe.Pointer, n uint64) []byte {
+	if p == nil || n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(p), n)
+}
+
+// goPath copies a C path; NULL gives "".
+func goPath(p *C.char) string {
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
+//export mtgo_read
+func mtgo_read(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Pointer, target C.int, flags C.uint32_t) (rc C.int) {
+	var ctx *engine.Context
+	defer catch(&rc, &ctx)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	switch {
+	case path == nil:
+		return invalid(ctx, "memtier_read", "path is NULL")
+	case dst == nil && size > 0:
+		return invalid(ctx, "memtier_read", "dst is NULL for a %d-byte read", uint64(size))
+	case uint64(size) > math.MaxInt64:
+		return invalid(ctx, "memtier_read", "size %d too large", uint64(size))
+	}
+	err = ctx.Read(goPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
+	return finish(ctx, err)
+}
+
+//export mtgo_readv
+func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t, target C.int) (rc C.int) {
+	var ctx *engine.Context
+	defer catch(&rc, &ctx)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	if n == 0 {
+		return 0
+	}
+	cv := unsafe.Slice(iov, int(n))
+	def := goPath(path)
+	v := make([]engine.IOVec, len(cv))
+	for i := range cv {
+		e := &cv[i]
+		p := def
+		if e.path != nil {
+			p = C.GoString(e.path)
+		}
+		v[i] = engine.IOVec{Path: p, Off: uint64(e.offset), Size: uint64(e.size), Dst: hostSlice(e.dst, uint64(e.size))}
+		if e.dst == nil && e.size > 0 || uint64(e.size) > math.MaxInt64 {
+			v[i].Dst, v[i].Size = nil, uint64(e.size) // engine reports the bad element
+		}
+	}
+	err = ctx.ReadV(v, int(target))
+	for i := range cv {
+		cv[i].result = C.int64_t(v[i].Result)
+	}
+	return finish(ctx, err)
+}
+
+//export mtgo_prefetch
+func mtgo_prefetch(id C.uint64_t, path *C.char, off, size C.uint64_t, flags C.uint32_t) (rc C.int) {
+	var ctx *engine.Context
+	defer catch(&rc, &ctx)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	if path == nil {
+		return invalid(ctx, "memtier_prefetch", "path is NULL")
+	}
+	_, err = ctx.Prefetch(goPath(path), uint64(off), uint64(size), uint32(flags))
+	return finish(ctx, err)
+}
+
+//export mtgo_drop_cache
+func mtgo_drop_cache(id C.uint64_t, path *C.char) (rc C.int) {
+	var ctx *engine.Context
+	defer catch(&rc, &ctx)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	return finish(ctx, ctx.DropCache(goPath(path)))
+}
+
+//export mtgo_explain
+func mtgo_explain(id C.uint64_t, path *C.char, off, size C.uint64_t, dstAligned C.int, target C.int, flags C.uint32_t, out *C.memtier_decision_t) (rc C.int) {
+	var ctx *engine.Context
+	defer catch(&rc, &ctx)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	if path == nil {
+		return invalid(ctx, "memtier_explain", "path is NULL")
+	}
+	ex, err := ctx.Explain(goPath(path), uint64(off), uint64(size), dstAligned != 0, int(target), uint32(flags))
+	if err != nil {
+		return finish(ctx, err)
+	}
+	out.path = C.int32_t(ex.Path)
+	out.admit = 0
+	if ex.Admit {
+		out.admit = 1
+	}
+	out.cached_bytes = C.uint64_t(ex.CachedBytes)
+	out.resident_bytes = C.uint64_t(ex.ResidentBytes)
+	out.tasks = C.uint64_t(ex.Tasks)
+	reason := unsafe.Slice((*byte)(unsafe.Pointer(&out.reason[0])), len(out.reason))
+	n := copy(reason[:len(reason)-1], ex.Reason)
+	reason[n] = 0
+	return 0
+}

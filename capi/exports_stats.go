@@ -1,0 +1,79 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include
+#include "memtier.h"
+*/
+import "C"
+
+import (
+	"github.com/memtier/memtier/runtime/engine"
+	"github.com/memtier/memtier/runtime/errs"
+)
+
+// Debug hooks; values equal MEMTIER_DEBUG_*.
+const (
+	debugPanicExport = 1
+	debugPanicWorker = 2
+)
+
+//export mtgo_stats
+func mtgo_stats(id C.uint64_t, st *C.memtier_stats_t) (rc C.int) {
+	defer catch(&rc, nil)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	s := ctx.Stats()
+	*st = C.memtier_stats_t{
+		requests: C.uint64_t(s.Requests), bytes: C.uint64_t(s.Bytes),
+		cache_hit_requests: C.uint64_t(s.CacheHitRequests), cache_hit_bytes: C.uint64_t(s.CacheHitBytes),
+		buffered_requests: C.uint64_t(s.BufferedRequests), buffered_bytes: C.uint64_t(s.BufferedBytes),
+		direct_requests: C.uint64_t(s.DirectRequests), direct_bytes: C.uint64_t(s.DirectBytes),
+		gds_requests: C.uint64_t(s.GDSRequests), gds_bytes: C.uint64_t(s.GDSBytes),
+		staged_requests: C.uint64_t(s.StagedRequests), staged_bytes: C.uint64_t(s.StagedBytes),
+		cache_hits: C.uint64_t(s.CacheHits), cache_misses: C.uint64_t(s.CacheMisses),
+		cache_evictions: C.uint64_t(s.CacheEvictions), cache_resident_bytes: C.uint64_t(s.CacheResidentBytes),
+		cache_budget_bytes: C.uint64_t(s.CacheBudgetBytes), cache_inserted_bytes: C.uint64_t(s.CacheInsertedBytes),
+		prefetch_requests: C.uint64_t(s.PrefetchRequests), prefetch_bytes: C.uint64_t(s.PrefetchBytes),
+		readv_calls: C.uint64_t(s.ReadvCalls), coalesced_reads: C.uint64_t(s.CoalescedReads),
+		storage_bytes: C.uint64_t(s.StorageBytes), direct_fallbacks: C.uint64_t(s.DirectFallbacks),
+		bounce_bytes: C.uint64_t(s.BounceBytes), eintr_retries: C.uint64_t(s.EINTRRetries),
+		short_read_retries: C.uint64_t(s.ShortReadRetries), async_requests: C.uint64_t(s.AsyncRequests),
+		errors: C.uint64_t(s.Errors), files_opened: C.uint64_t(s.FilesOpened),
+		files_evicted: C.uint64_t(s.FilesEvicted), stale_invalidations: C.uint64_t(s.StaleInvalidations),
+	}
+	return 0
+}
+
+//export mtgo_stats_reset
+func mtgo_stats_reset(id C.uint64_t) (rc C.int) {
+	defer catch(&rc, nil)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	ctx.ResetStats()
+	return 0
+}
+
+//export mtgo_debug_hook
+func mtgo_debug_hook(id C.uint64_t, hook C.int) (rc C.int) {
+	var ctx *engine.Context
+	defer catch(&rc, &ctx)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	if !ctx.TestHooks() {
+		return finish(ctx, errs.New(errs.Unsupported, "memtier_debug_hook", "test hooks are off (start the process with MEMTIER_TEST_HOOKS=1)"))
+	}
+	switch hook {
+	case debugPanicExport:
+		panic("memtier_debug_hook: injected panic in an exported call")
+	case debugPanicWorker:
+		ctx.DebugPanicWorker()
+		return 0
+	}
+	return invalid(ctx, "memtier_debug_hook", "unknown hook %d", int(hook))
+}

@@ -1,0 +1,259 @@
+/* The public C entry points of libmemtier.so. They stay in C so that a forked
+ * child gets MEMTIER_ERR_FORKED without entering the Go runtime (which does not
+ * survive fork), and so that strerror/last_error/version work anywhere. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memtier.h"
+#include "_cgo_export.h"
+#include "bridge.h"
+
+static volatile int mt_forked;
+static pthread_key_t mt_err_key;
+static pthread_once_t mt_err_once = PTHREAD_ONCE_INIT;
+
+static void mt_on_fork_child(void) { mt_forked = 1; }
+
+__attribute__((constructor)) static void mt_install_fork_guard(void) {
+    pthread_atfork(NULL, NULL, mt_on_fork_child);
+}
+
+static void mt_err_init(void) { pthread_key_create(&mt_err_key, free); }
+
+void mt_set_error(const char* msg, size_t n) {
+    pthread_once(&mt_err_once, mt_err_init);
+    char* p = malloc(n + 1);
+    if (p == NULL) return;
+    memcpy(p, msg, n);
+    p[n] = '\0';
+    free(pthread_getspecific(mt_err_key));
+    pthread_setspecific(mt_err_key, p);
+}
+
+static int mt_fail(int status, const char* msg) {
+    mt_set_error(msg, strlen(msg));
+    return status;
+}
+
+static int mt_fork_fail(void) {
+    return mt_fail(MEMTIER_ERR_FORKED,
+                   "memtier: called in a child process after fork(): the Go runtime inside "
+                   "libmemtier.so does not survive fork(); load and use MemTier after fork, or use "
+                   "the multiprocessing start method 'spawn' or 'forkserver'");
+}
+
+#define MT_GUARD()                                      \
+    do {                                                \
+        if (mt_forked) return mt_fork_fail();           \
+    } while (0)
+
+#define MT_ID(p) ((uint64_t)(uintptr_t)(p))
+
+const char* memtier_last_error(void) {
+    pthread_once(&mt_err_once, mt_err_init);
+    const char* p = pthread_getspecific(mt_err_key);
+    return p ? p : "";
+}
+
+const char* memtier_strerror(int status) {
+    switch (status) {
+    case MEMTIER_OK: return "success";
+    case MEMTIER_ERR_INVALID_ARG: return "invalid argument";
+    case MEMTIER_ERR_NOT_FOUND: return "file not found";
+    case MEMTIER_ERR_PERMISSION: return "permission denied";
+    case MEMTIER_ERR_EOF: return "range past end of file";
+    case MEMTIER_ERR_IO: return "I/O error";
+    case MEMTIER_ERR_NOMEM: return "out of memory";
+    case MEMTIER_ERR_UNSUPPORTED: return "unsupported in this build or configuration";
+    case MEMTIER_ERR_CLOSED: return "context or request is finalized or unknown";
+    case MEMTIER_ERR_BUSY: return "request still running";
+    case MEMTIER_ERR_TIMEOUT: return "timed out";
+    case MEMTIER_ERR_FORMAT: return "malformed format or configuration value";
+    case MEMTIER_ERR_IS_DIR: return "path is a directory";
+    case MEMTIER_ERR_INTERNAL: return "internal error (recovered panic)";
+    case MEMTIER_ERR_FORKED: return "called in a forked child process";
+    case MEMTIER_ERR_DIRECT_IO: return "O_DIRECT required but refused by the file system";
+    }
+    return "unknown status";
+}
+
+const char* memtier_path_name(int path) {
+    switch (path) {
+    case MEMTIER_PATH_CACHE: return "cache";
+    case MEMTIER_PATH_BUFFERED: return "buffered";
+    case MEMTIER_PATH_DIRECT: return "direct";
+    case MEMTIER_PATH_GDS: return "gds";
+    case MEMTIER_PATH_STAGED: return "staged";
+    case MEMTIER_PATH_NONE: return "none";
+    }
+    return "unknown";
+}
+
+const char* memtier_version(void) { return MEMTIER_VERSION_STRING; }
+
+int memtier_version_number(void) { return MEMTIER_VERSION_NUMBER; }
+
+int memtier_config_default(memtier_config_t* cfg) {
+    MT_GUARD();
+    if (cfg == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_config_default: cfg is NULL");
+    return mtgo_config_default(cfg);
+}
+
+int memtier_init(const memtier_config_t* cfg, memtier_ctx_t** ctx_out) {
+    MT_GUARD();
+    if (ctx_out == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_init: ctx_out is NULL");
+    *ctx_out = NULL;
+    uint64_t id = 0;
+    int rc = mtgo_init((memtier_config_t*)cfg, &id);
+    if (rc == MEMTIER_OK) *ctx_out = (memtier_ctx_t*)(uintptr_t)id;
+    return rc;
+}
+
+int memtier_finalize(memtier_ctx_t* ctx) {
+    MT_GUARD();
+    if (ctx == NULL) return MEMTIER_OK;
+    return mtgo_finalize(MT_ID(ctx));
+}
+
+int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, size_t cfg_size) {
+    MT_GUARD();
+    if (ctx == NULL || cfg == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_get_config: ctx or cfg is NULL");
+    memtier_config_t full;
+    memset(&full, 0, sizeof(full));
+    int rc = mtgo_get_config(MT_ID(ctx), &full);
+    if (rc != MEMTIER_OK) return rc;
+    memcpy(cfg, &full, cfg_size < sizeof(full) ? cfg_size : sizeof(full));
+    return MEMTIER_OK;
+}
+
+int memtier_read(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size, void* dst,
+                 int target) {
+    return memtier_read_ex(ctx, path, offset, size, dst, target, MEMTIER_READ_DEFAULT);
+}
+
+int memtier_read_ex(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
+                    void* dst, int target, uint32_t flags) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_read: ctx is NULL");
+    return mtgo_read(MT_ID(ctx), (char*)path, offset, size, dst, target, flags);
+}
+
+int memtier_readv(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov, size_t n,
+                  int target) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_readv: ctx is NULL");
+    if (n > 0 && iov == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_readv: iov is NULL");
+    return mtgo_readv(MT_ID(ctx), (char*)path, iov, n, target);
+}
+
+static int mt_prefetch_flags(const memtier_prefetch_opts_t* opts, uint32_t* flags) {
+    *flags = MEMTIER_PREFETCH_TO_DRAM;
+    if (opts == NULL) return MEMTIER_OK;
+    if (opts->struct_size < sizeof(uint32_t) * 2)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG,
+                       "memtier_prefetch: opts->struct_size too small (set it to sizeof(memtier_prefetch_opts_t))");
+    *flags = opts->flags;
+    return MEMTIER_OK;
+}
+
+int memtier_prefetch(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
+                     const memtier_prefetch_opts_t* opts) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_prefetch: ctx is NULL");
+    uint32_t flags;
+    int rc = mt_prefetch_flags(opts, &flags);
+    if (rc != MEMTIER_OK) return rc;
+    return mtgo_prefetch(MT_ID(ctx), (char*)path, offset, size, flags);
+}
+
+int memtier_prefetch_async(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
+                           const memtier_prefetch_opts_t* opts, memtier_request_t** req_out) {
+    MT_GUARD();
+    if (ctx == NULL || req_out == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_prefetch_async: ctx or req_out is NULL");
+    *req_out = NULL;
+    uint32_t flags;
+    int rc = mt_prefetch_flags(opts, &flags);
+    if (rc != MEMTIER_OK) return rc;
+    uint64_t id = 0;
+    rc = mtgo_prefetch_async(MT_ID(ctx), (char*)path, offset, size, flags, &id);
+    if (rc == MEMTIER_OK) *req_out = (memtier_request_t*)(uintptr_t)id;
+    return rc;
+}
+
+int memtier_read_async(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
+                       void* dst, int target, uint32_t flags, memtier_request_t** req_out) {
+    MT_GUARD();
+    if (ctx == NULL || req_out == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_read_async: ctx or req_out is NULL");
+    *req_out = NULL;
+    uint64_t id = 0;
+    int rc = mtgo_read_async(MT_ID(ctx), (char*)path, offset, size, dst, target, flags, &id);
+    if (rc == MEMTIER_OK) *req_out = (memtier_request_t*)(uintptr_t)id;
+    return rc;
+}
+
+int memtier_request_wait(memtier_request_t* req, int64_t timeout_ns, uint64_t* nbytes_out) {
+    MT_GUARD();
+    if (req == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_request_wait: req is NULL");
+    return mtgo_request_wait(MT_ID(req), timeout_ns, nbytes_out, 0);
+}
+
+int memtier_request_test(memtier_request_t* req, uint64_t* nbytes_out) {
+    MT_GUARD();
+    if (req == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_request_test: req is NULL");
+    return mtgo_request_wait(MT_ID(req), 0, nbytes_out, 1);
+}
+
+int memtier_request_release(memtier_request_t* req) {
+    MT_GUARD();
+    if (req == NULL) return MEMTIER_OK;
+    return mtgo_request_release(MT_ID(req));
+}
+
+int memtier_drop_cache(memtier_ctx_t* ctx, const char* path) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_drop_cache: ctx is NULL");
+    return mtgo_drop_cache(MT_ID(ctx), (char*)path);
+}
+
+int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
+                    const void* dst, int target, uint32_t flags, memtier_decision_t* out) {
+    MT_GUARD();
+    if (ctx == NULL || out == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_explain: ctx or out is NULL");
+    memset(out, 0, sizeof(*out));
+    int dst_aligned = ((uintptr_t)dst % 4096) == 0;
+    return mtgo_explain(MT_ID(ctx), (char*)path, offset, size, dst_aligned, target, flags, out);
+}
+
+int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st) {
+    return memtier_stats_sized(ctx, st, sizeof(memtier_stats_t));
+}
+
+int memtier_stats_sized(memtier_ctx_t* ctx, memtier_stats_t* st, size_t st_size) {
+    MT_GUARD();
+    if (ctx == NULL || st == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_stats: ctx or st is NULL");
+    memtier_stats_t full;
+    memset(&full, 0, sizeof(full));
+    int rc = mtgo_stats(MT_ID(ctx), &full);
+    if (rc != MEMTIER_OK) return rc;
+    memcpy(st, &full, st_size < sizeof(full) ? st_size : sizeof(full));
+    return MEMTIER_OK;
+}
+
+int memtier_stats_reset(memtier_ctx_t* ctx) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_stats_reset: ctx is NULL");
+    return mtgo_stats_reset(MT_ID(ctx));
+}
+
+int memtier_debug_hook(memtier_ctx_t* ctx, int hook) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_debug_hook: ctx is NULL");
+    return mtgo_debug_hook(MT_ID(ctx), hook);
+}

@@ -1,0 +1,68 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include
+#include <stdlib.h>
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/memtier/memtier/runtime/engine"
+	"github.com/memtier/memtier/runtime/errs"
+)
+
+// setLastError stores msg as the calling thread's memtier_last_error text. It
+// runs on the caller's OS thread: an exported call's goroutine is locked to
+// the C thread that made it.
+func setLastError(msg string) {
+	if msg == "" {
+		msg = "(no detail)"
+	}
+	C.mt_set_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
+}
+
+// finish maps err to a status, records its text and counts it in ctx's stats.
+func finish(ctx *engine.Context, err error) C.int {
+	if err == nil {
+		return 0
+	}
+	setLastError(err.Error())
+	if ctx != nil {
+		ctx.NoteError()
+	}
+	return C.int(errs.CodeOf(err))
+}
+
+// catch turns a panic in an export into MEMTIER_ERR_INTERNAL; an unrecovered
+// panic in a c-shared library aborts the host process.
+func catch(rc *C.int, ctx **engine.Context) {
+	if p := recover(); p != nil {
+		var c *engine.Context
+		if ctx != nil {
+			c = *ctx
+		}
+		*rc = finish(c, errs.New(errs.Internal, "memtier", "panic: %v", p))
+	}
+}
+
+// invalid reports a bad argument detected at the boundary.
+func invalid(ctx *engine.Context, op, format string, args ...any) C.int {
+	return finish(ctx, errs.New(errs.InvalidArg, op, "%s", fmt.Sprintf(format, args...)))
+}
+
+// cgetenv reads the live process environment through libc, so variables set
+// after the library loaded (e.g. by Python's os.environ) are seen; Go's own
+// os.Getenv only sees the environment as of exec in a c-shared library.
+func cgetenv(name string) (string, bool) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	v := C.getenv(cs)
+	if v == nil {
+		return "", false
+	}
+	return C.GoString(v), true
+}

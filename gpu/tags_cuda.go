@@ -1,0 +1,5 @@
+//go:build memtier_cuda
+
+package gpu
+
+func init() { buildTags = append(buildTags, "cuda") }

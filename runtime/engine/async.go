@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/policy"
+)
+
+// Request is an asynchronous read or prefetch. Wait for it with Wait.
+type Request struct {
+	done chan struct{}
+	n    uint64
+	err  error
+}
+
+// Wait waits up to timeout (negative: forever, 0: poll) and reports whether
+// the request finished, with its byte count and error.
+func (r *Request) Wait(timeout time.Duration) (n uint64, err error, done bool) {
+	if timeout < 0 {
+		<-r.done
+		return r.n, r.err, true
+	}
+	if timeout == 0 {
+		select {
+		case <-r.done:
+			return r.n, r.err, true
+		default:
+			return 0, nil, false
+		}
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-r.done:
+		return r.n, r.err, true
+	case <-t.C:
+		return 0, nil, false
+	}
+}
+
+// submit starts fn on its own goroutine; at most 4*IOThreads run at once, the
+// rest queue. Close makes queued requests finish with errs.Closed and waits
+// for running ones. A panic in fn becomes errs.Internal.
+func (c *Context) submit(fn func() (uint64, error)) (*Request, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return nil, errs.New(errs.Closed, "submit", "context is finalized")
+	}
+	c.st.AsyncRequests.Add(1)
+	r := &Request{done: make(chan struct{})}
+	c.asyncWG.Add(1)
+	go func() {
+		defer c.asyncWG.Done()
+		defer close(r.done)
+		defer func() {
+			if p := recover(); p != nil {
+				r.n, r.err = 0, errs.New(errs.Internal, "async", "panic: %v", p)
+			}
+		}()
+		select {
+		case c.asyncQ <- struct{}{}:
+			defer func() { <-c.asyncQ }()
+		case <-c.closing:
+			r.err = errs.New(errs.Closed, "async", "context finalized before the request started")
+			return
+		}
+		r.n, r.err = fn()
+	}()
+	return r, nil
+}
+
+// ReadAsync validates the arguments now and reads in the background; dst
+// must stay valid until the request is done.
+func (c *Context) ReadAsync(path string, off, size uint64, dst []byte, target int, flags uint32) (*Request, error) {
+	if target == policy.TargetCPU && size > 0 {
+		if err := checkRange("read_async", path, off, size, len(dst), flags); err != nil {
+			return nil, err
+		}
+	}
+	return c.submit(func() (uint64, error) {
+		if err := c.Read(path, off, size, dst, target, flags); err != nil {
+			return 0, err
+		}
+		return size, nil
+	})
+}
+
+// PrefetchAsync is Prefetch in the background.
+func (c *Context) PrefetchAsync(path string, off, size uint64, flags uint32) (*Request, error) {
+	if path == "" {
+		return nil, errs.New(errs.InvalidArg, "prefetch_async", "empty path")
+	}
+	if flags&^PrefetchToHBM != 0 {
+		return nil, errs.At(errs.InvalidArg, "prefetch_async", path, -1, "unknown prefetch flags 0x%x", flags)
+	}
+	return c.submit(func() (uint64, error) { return c.Prefetch(path, off, size, flags) })
+}

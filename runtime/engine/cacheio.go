@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"github.com/memtier/memtier/runtime/files"
+)
+
+// serveCached serves [off, off+size) block by block through the DRAM cache:
+// valid blocks are copied out, missing pages are filled from storage by path
+// and then copied out. Blocks are independent tasks run in parallel; each is
+// pinned only while it is filled and copied. When the cache cannot make room
+// (everything pinned), that block is read straight into dst. dst nil: fill
+// only (prefetch).
+func (c *Context) serveCached(f *files.File, off, size uint64, dst []byte, path int) (served, error) {
+	bs := c.cache.BlockSize()
+	first, last := off/bs, (off+size-1)/bs
+	per := make([]served, last-first+1)
+	fileSize := uint64(f.Ident.Size)
+	err := c.rd.Run(len(per), c.opts.IOThreads, func(i int) error {
+		idx := first + uint64(i)
+		blo := idx * bs
+		lo := max(off, blo) - blo
+		hi := min(off+size, blo+bs) - blo
+		var out []byte
+		if dst != nil {
+			dpos := blo + lo - off
+			out = dst[dpos : dpos+hi-lo]
+		}
+		blk := c.cache.Acquire(f.ID, idx, true)
+		if blk == nil {
+			if out == nil {
+				return nil // no room to prefetch into; not an error
+			}
+			s, err := c.storage(f, out, blo+lo, path)
+			per[i] = s
+			return err
+		}
+		defer blk.Release()
+		if blk.Covers(int(lo), int(hi)) {
+			copy(out, blk.Data()[lo:hi])
+			per[i].cache = hi - lo
+			return nil
+		}
+		var fillPath served
+		filled, err := blk.Fill(int(lo), int(hi), func(p []byte, boff int) error {
+			if avail := fileSize - blo - uint64(boff); uint64(len(p)) > avail {
+				p = p[:avail] // the page holding end of file: read what exists
+			}
+			s, err := c.storage(f, p, blo+uint64(boff), path)
+			fillPath.add(s)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		c.st.CacheInsertedBytes.Add(uint64(filled))
+		copy(out, blk.Data()[lo:hi])
+		n := hi - lo
+		switch {
+		case filled == 0: // another request filled it meanwhile
+			per[i].cache = n
+		case fillPath.direct > 0:
+			per[i].direct = n
+		default:
+			per[i].buffered = n
+		}
+		return nil
+	})
+	var total served
+	for _, s := range per {
+		total.add(s)
+	}
+	return total, err
+}
+
+// serveUncached serves a request that does not fill the cache: blocks already
+// valid in the cache are copied out (counted as cache hits), the rest is read
+// from storage in as few large reads as possible, straight into dst.
+func (c *Context) serveUncached(f *files.File, off uint64, dst []byte, path int) (served, error) {
+	if c.cache == nil || c.cache.Resident() == 0 {
+		return c.storage(f, dst, off, path)
+	}
+	bs := c.cache.BlockSize()
+	size := uint64(len(dst))
+	var total served
+	segStart := off // start of the pending uncached segment
+	flush := func(end uint64) error {
+		if end > segStart {
+			s, err := c.storage(f, dst[segStart-off:end-off], segStart, path)
+			if err != nil {
+				return err
+			}
+			total.add(s)
+		}
+		return nil
+	}
+	for blo := off / bs * bs; blo < off+size; blo += bs {
+		lo, hi := max(off, blo), min(off+size, blo+bs)
+		blk := c.cache.Peek(f.ID, blo/bs)
+		if blk == nil {
+			continue
+		}
+		if blk.Covers(int(lo-blo), int(hi-blo)) {
+			if err := flush(lo); err != nil {
+				blk.Release()
+				return total, err
+			}
+			copy(dst[lo-off:hi-off], blk.Data()[lo-blo:hi-blo])
+			c.st.CacheHits.Add(1)
+			total.cache += hi - lo
+			segStart = hi
+		}
+		blk.Release()
+	}
+	err := flush(off + size)
+	return total, err
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/memtier/memtier/gpu"
+	"github.com/memtier/memtier/runtime/cache"
+	"github.com/memtier/memtier/runtime/config"
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/iopath"
+	"github.com/memtier/memtier/runtime/mem"
+	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/stats"
+)
+
+// Context is one MemTier instance. Create it with New, release it with Close.
+type Context struct {
+	opts  config.Options
+	pol   policy.Config
+	st    stats.Counters
+	files *files.Table
+	rd    *iopath.Reader
+	cache *cache.Cache // nil when the cache is disabled
+	arena *mem.Arena   // block memory of the cache, off the Go heap
+
+	mu      sync.RWMutex // read: a call in progress; write: Close
+	closed  bool
+	closing chan struct{} // closed when Close starts: queued async work gives up
+	asyncWG sync.WaitGroup
+	asyncQ  chan struct{} // bounds async requests running at once
+}
+
+// New validates o and builds a Context. GOMAXPROCS > 0 is applied to the
+// process (the Go runtime is process-wide). Errors: errs.InvalidArg for a bad
+// option, errs.Format for a bad fault spec, errs.NoMem.
+func New(o config.Options) (*Context, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.GOMAXPROCS > 0 {
+		runtime.GOMAXPROCS(o.GOMAXPROCS)
+	}
+	c := &Context{
+		opts:    o,
+		closing: make(chan struct{}),
+		asyncQ:  make(chan struct{}, 4*o.IOThreads),
+		pol: policy.Config{CacheEnabled: o.CacheEnabled, AdmitMax: o.CacheAdmitMaxBytes,
+			DirectThreshold: o.DirectThreshold, DirectMode: o.DirectMode},
+	}
+	rd, err := iopath.New(o, &c.st)
+	if err != nil {
+		return nil, err
+	}
+	c.rd = rd
+	c.files = files.NewTable(o.MaxOpenFiles, &c.st)
+	if o.CacheEnabled {
+		nblocks := int(o.CacheBytes / o.CacheBlockBytes)
+		c.arena = mem.NewArena(int(o.CacheBlockBytes), nblocks)
+		c.cache = cache.New(o.CacheBytes, o.CacheBlockBytes, c.arena, &c.st)
+	}
+	return c, nil
+}
+
+// Options returns the effective options.
+func (c *Context) Options() config.Options { return c.opts }
+
+// enter marks a call in progress; it fails with errs.Closed after Close.
+func (c *Context) enter() error {
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		return errs.New(errs.Closed, "call", "context is finalized")
+	}
+	return nil
+}
+
+func (c *Context) exit() { c.mu.RUnlock() }
+
+// Close cancels queued async requests (they complete with errs.Closed), waits
+// for calls and requests in progress, then frees descriptors, cache memory and
+// bounce buffers. A second Close returns errs.Closed.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errs.New(errs.Closed, "finalize", "context is already finalized")
+	}
+	c.closed = true
+	close(c.closing)
+	c.mu.Unlock()
+	c.asyncWG.Wait()
+	if c.cache != nil {
+		c.cache.Close()
+	}
+	c.files.Close()
+	c.rd.Close()
+	if c.arena != nil {
+		c.arena.Close()
+	}
+	return nil
+}
+
+// NoteError counts a failed call in stats.errors; capi calls it once per
+// failing call so the counter equals the number of errors callers saw.
+func (c *Context) NoteError() { c.st.Errors.Add(1) }
+
+// Stats returns the counters plus the cache gauges.
+func (c *Context) Stats() stats.Snapshot {
+	s := c.st.Snapshot()
+	if c.cache != nil {
+		s.CacheResidentBytes = c.cache.Resident()
+		s.CacheBudgetBytes = c.cache.Budget()
+	}
+	return s
+}
+
+// ResetStats zeroes every counter (the cache gauges describe state and stay).
+func (c *Context) ResetStats() { c.st.Reset() }
+
+// DropCache removes path's blocks ("" = every block) and closes its idle
+// descriptors.
+func (c *Context) DropCache(path string) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.exit()
+	ids := c.files.Drop(path)
+	if c.cache == nil {
+		return nil
+	}
+	if path == "" {
+		c.cache.DropAll()
+		return nil
+	}
+	for _, id := range ids {
+		c.cache.DropFile(id)
+	}
+	// A file still referenced by another call keeps its descriptor; its
+	// blocks must go anyway, so look its current version up too.
+	if f, _, err := c.files.Acquire(path); err == nil {
+		c.cache.DropFile(f.ID)
+		f.Release()
+	}
+	return nil
+}
+
+// DebugPanicWorker makes the next task run by a helper goroutine panic (the
+// MEMTIER_DEBUG_PANIC_WORKER test hook).
+func (c *Context) DebugPanicWorker() { c.rd.PanicNextTask() }
+
+// TestHooks reports whether memtier_debug_hook is enabled.
+func (c *Context) TestHooks() bool { return c.opts.TestHooks }
+
+var _ = atomic.Int64{}
+var _ = gpu.Available

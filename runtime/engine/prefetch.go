@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"github.com/memtier/memtier/gpu"
+	"github.com/memtier/memtier/runtime/errs"
+)
+
+// Prefetch destinations; values equal MEMTIER_PREFETCH_*.
+const (
+	PrefetchToDRAM uint32 = 0
+	PrefetchToHBM  uint32 = 1
+)
+
+// Prefetch brings [off, off+size) of path into the DRAM cache (size 0: to end
+// of file; a range past end of file is clipped) and returns the bytes it read
+// from storage. A range larger than the cache budget keeps its last budget's
+// worth. Errors: errs.Unsupported when the cache is disabled or TO_HBM is
+// asked without a GPU backend, errs.InvalidArg for unknown flags, open errors.
+func (c *Context) Prefetch(path string, off, size uint64, flags uint32) (uint64, error) {
+	if err := c.enter(); err != nil {
+		return 0, err
+	}
+	defer c.exit()
+	return c.prefetch(path, off, size, flags)
+}
+
+func (c *Context) prefetch(path string, off, size uint64, flags uint32) (uint64, error) {
+	switch {
+	case flags&^PrefetchToHBM != 0:
+		return 0, errs.At(errs.InvalidArg, "prefetch", path, -1, "unknown prefetch flags 0x%x", flags)
+	case flags&PrefetchToHBM != 0 && !gpu.Available():
+		return 0, errs.At(errs.Unsupported, "prefetch", path, int64(off), "MEMTIER_PREFETCH_TO_HBM: %s", gpu.Reason())
+	case c.cache == nil:
+		return 0, errs.At(errs.Unsupported, "prefetch", path, int64(off), "the DRAM cache is disabled (cache_enabled = 0)")
+	case path == "":
+		return 0, errs.New(errs.InvalidArg, "prefetch", "empty path")
+	}
+	c.st.PrefetchRequests.Add(1)
+	f, err := c.acquire(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Release()
+	fsize := uint64(f.Ident.Size)
+	end := fsize
+	if size != 0 && off+size >= off && off+size < fsize {
+		end = off + size
+	}
+	if off >= end {
+		return 0, nil
+	}
+	if budget := c.cache.Budget(); end-off > budget {
+		bs := c.cache.BlockSize()
+		off = (end - budget + bs - 1) / bs * bs
+	}
+	s, err := c.serve(f, off, end-off, nil, 0, true)
+	n := s.buffered + s.direct
+	c.st.PrefetchBytes.Add(n)
+	return n, err
+}
+
+// GPUReason says why GPU targets are unavailable (for messages).
+func GPUReason() string { return gpu.Reason() }

@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"math"
+
+	"github.com/memtier/memtier/gpu"
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/iopath"
+	"github.com/memtier/memtier/runtime/policy"
+)
+
+// served counts the bytes of one request by the path that delivered them.
+type served struct {
+	cache, buffered, direct uint64
+}
+
+// account records one request in stats by the paths that served it.
+func (c *Context) account(s served) {
+	total := s.cache + s.buffered + s.direct
+	c.st.Requests.Add(1)
+	c.st.Bytes.Add(total)
+	if s.cache > 0 {
+		c.st.CacheHitBytes.Add(s.cache)
+		if s.cache == total {
+			c.st.CacheHitRequests.Add(1)
+		}
+	}
+	if s.buffered > 0 {
+		c.st.BufferedRequests.Add(1)
+		c.st.BufferedBytes.Add(s.buffered)
+	}
+	if s.direct > 0 {
+		c.st.DirectRequests.Add(1)
+		c.st.DirectBytes.Add(s.direct)
+	}
+}
+
+// checkRange validates the arguments every read shares.
+func checkRange(op, path string, off, size uint64, dstLen int, flags uint32) error {
+	if flags&^policy.AllFlags != 0 {
+		return errs.At(errs.InvalidArg, op, path, -1, "unknown flag bits 0x%x", flags&^policy.AllFlags)
+	}
+	if path == "" {
+		return errs.New(errs.InvalidArg, op, "empty path")
+	}
+	if off+size < off || off > math.MaxInt64 || size > math.MaxInt64-off {
+		return errs.At(errs.InvalidArg, op, path, -1, "offset %d + size %d overflows", off, size)
+	}
+	if uint64(dstLen) < size {
+		return errs.At(errs.InvalidArg, op, path, int64(off), "destination holds %d bytes, %d requested", dstLen, size)
+	}
+	return nil
+}
+
+// Read reads exactly size bytes of path at off into dst[:size] (a host
+// buffer). target CUDA gives errs.Unsupported until the GPU backend exists.
+// A range past end of file is errs.EOF and nothing beyond the file is written.
+func (c *Context) Read(path string, off, size uint64, dst []byte, target int, flags uint32) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.exit()
+	return c.read(path, off, size, dst, target, flags)
+}
+
+func (c *Context) read(path string, off, size uint64, dst []byte, target int, flags uint32) error {
+	if target != policy.TargetCPU {
+		if target == policy.TargetCUDA && !gpu.Available() {
+			return errs.At(errs.Unsupported, "read", path, int64(off), "%s", gpu.Reason())
+		}
+		return errs.At(errs.InvalidArg, "read", path, -1, "unknown target %d", target)
+	}
+	if size == 0 {
+		if flags&^policy.AllFlags != 0 {
+			return errs.At(errs.InvalidArg, "read", path, -1, "unknown flag bits 0x%x", flags&^policy.AllFlags)
+		}
+		c.account(served{})
+		return nil
+	}
+	if err := checkRange("read", path, off, size, len(dst), flags); err != nil {
+		return err
+	}
+	f, err := c.acquire(path)
+	if err != nil {
+		return err
+	}
+	defer f.Release()
+	if err := checkEOF(f, off, size); err != nil {
+		return err
+	}
+	s, err := c.serve(f, off, size, dst[:size], flags, false)
+	if err != nil {
+		return err
+	}
+	c.account(s)
+	return nil
+}
+
+// acquire opens path through the descriptor table and drops the cache blocks
+// of a version of the file that changed since it was cached.
+func (c *Context) acquire(path string) (*files.File, error) {
+	f, stale, err := c.files.Acquire(path)
+	if err != nil {
+		return nil, err
+	}
+	if stale != 0 && c.cache != nil {
+		c.cache.DropFile(stale)
+	}
+	return f, nil
+}
+
+func checkEOF(f *files.File, off, size uint64) error {
+	fsize := uint64(f.Ident.Size)
+	if off+size > fsize {
+		return errs.At(errs.EOF, "read", f.Path, int64(off),
+			"range [%d, %d) runs past end of file (size %d)", off, off+size, fsize)
+	}
+	return nil
+}
+
+// decide runs the policy for [off, off+len(dst)) of f, probing page-cache
+// residency only when the answer depends on it.
+func (c *Context) decide(f *files.File, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
+	in := policy.Input{Target: policy.TargetCPU, Size: size, Flags: flags, CachedBytes: cached,
+		DirectRefused: f.DirectRefused()}
+	if policy.NeedsResidency(c.pol, in) {
+		if n, err := iopath.Resident(f.FD, int64(off), int64(size)); err == nil {
+			in.ResidentBytes, in.ResidentKnown = uint64(n), true
+		}
+	}
+	return policy.Decide(c.pol, in)
+}
+
+// serve fills dst (len size) with the bytes of f at off; the range is inside
+// the file. prefetch forces admission, and dst is nil then (fill the cache only).
+func (c *Context) serve(f *files.File, off, size uint64, dst []byte, flags uint32, prefetch bool) (served, error) {
+	if prefetch {
+		flags |= policy.ReadWillUse
+	}
+	d := c.decide(f, off, size, flags, 0)
+	if c.cache != nil && d.Admit {
+		return c.serveCached(f, off, size, dst, d.Path)
+	}
+	return c.serveUncached(f, off, dst, d.Path)
+}
+
+// storage reads dst from f at off by path (buffered or direct), reporting
+// which path actually moved the bytes (direct falls back to buffered when the
+// file system refuses O_DIRECT).
+func (c *Context) storage(f *files.File, dst []byte, off uint64, path int) (served, error) {
+	n := uint64(len(dst))
+	if path == policy.PathDirect {
+		got, fellBack, err := c.rd.ReadDirect(f, dst, int64(off), c.opts.DirectMode == policy.DirectRequired)
+		if err != nil {
+			return served{}, err
+		}
+		if uint64(got) < n {
+			return served{}, shrunk(f, off, n)
+		}
+		if fellBack {
+			return served{buffered: n}, nil
+		}
+		return served{direct: n}, nil
+	}
+	got, err := c.rd.ReadBuffered(f, dst, int64(off))
+	if err != nil {
+		return served{}, err
+	}
+	if uint64(got) < n {
+		return served{}, shrunk(f, off, n)
+	}
+	return served{buffered: n}, nil
+}
+
+// shrunk reports a file that got shorter between stat and pread.
+func shrunk(f *files.File, off, n uint64) error {
+	return errs.At(errs.EOF, "read", f.Path, int64(off), "file shrank while reading [%d, %d)", off, off+n)
+}
+
+func (s *served) add(o served) {
+	s.cache += o.cache
+	s.buffered += o.buffered
+	s.direct += o.direct
+}

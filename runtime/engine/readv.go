@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"sort"
+
+	"github.com/memtier/memtier/gpu"
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/policy"
+)
+
+// IOVec is one element of a vectored read. Result is set to Size on success
+// or to a negative status; Err holds the detail of a failure.
+type IOVec struct {
+	Path   string
+	Off    uint64
+	Size   uint64
+	Dst    []byte
+	Result int64
+	Err    error
+}
+
+// maxCoalesce bounds the span of one coalesced read so that merging adjacent
+// elements never needs a temporary buffer larger than one task.
+func (c *Context) maxCoalesce() uint64 { return c.opts.TaskBytes }
+
+type readvGroup struct {
+	f       *files.File
+	members []int // indices into v, sorted by offset
+	lo, hi  uint64
+}
+
+// ReadV serves every element of v; elements of the same file are sorted by
+// offset and adjacent or overlapping ones are coalesced into one read (gaps are
+// never read), and the groups run in parallel, SmallIODepth at a time. Each
+// element gets its own Result; the returned error is the lowest-index failure.
+func (c *Context) ReadV(v []IOVec, target int) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.exit()
+	c.st.ReadvCalls.Add(1)
+	fail := func(i int, err error) {
+		v[i].Err, v[i].Result = err, int64(errs.CodeOf(err))
+	}
+	byPath := map[string][]int{}
+	for i := range v {
+		e := &v[i]
+		e.Result, e.Err = 0, nil
+		switch {
+		case target == policy.TargetCUDA && !gpu.Available():
+			fail(i, errs.At(errs.Unsupported, "readv", e.Path, -1, "%s", gpu.Reason()))
+		case target != policy.TargetCPU && target != policy.TargetCUDA:
+			fail(i, errs.At(errs.InvalidArg, "readv", e.Path, -1, "unknown target %d", target))
+		case e.Size == 0:
+			c.account(served{})
+		default:
+			if err := checkRange("readv", e.Path, e.Off, e.Size, len(e.Dst), 0); err != nil {
+				fail(i, err)
+				continue
+			}
+			byPath[e.Path] = append(byPath[e.Path], i)
+		}
+	}
+	var groups []readvGroup
+	var opened []*files.File
+	for path, idx := range byPath {
+		f, err := c.acquire(path)
+		if err != nil {
+			for _, i := range idx {
+				fail(i, err)
+			}
+			continue
+		}
+		opened = append(opened, f)
+		sort.Slice(idx, func(a, b int) bool { return v[idx[a]].Off < v[idx[b]].Off })
+		var g *readvGroup
+		for _, i := range idx {
+			e := &v[i]
+			if err := checkEOF(f, e.Off, e.Size); err != nil {
+				fail(i, err)
+				continue
+			}
+			end := e.Off + e.Size
+			if g != nil && e.Off <= g.hi && max(g.hi, end)-g.lo <= c.maxCoalesce() {
+				g.members = append(g.members, i)
+				g.hi = max(g.hi, end)
+				continue
+			}
+			groups = append(groups, readvGroup{f: f, members: []int{i}, lo: e.Off, hi: end})
+			g = &groups[len(groups)-1]
+		}
+	}
+	defer func() {
+		for _, f := range opened {
+			f.Release()
+		}
+	}()
+	runErr := c.rd.Run(len(groups), c.opts.SmallIODepth, func(gi int) error {
+		c.readGroup(v, &groups[gi])
+		return nil
+	})
+	if runErr != nil { // a recovered panic: mark what was not finished
+		for _, g := range groups {
+			for _, i := range g.members {
+				if v[i].Result == 0 && v[i].Err == nil {
+					fail(i, runErr)
+				}
+			}
+		}
+	}
+	for i := range v {
+		if v[i].Err != nil {
+			return v[i].Err
+		}
+	}
+	return nil
+}
+
+// readGroup reads one coalesced range and scatters it to its members.
+func (c *Context) readGroup(v []IOVec, g *readvGroup) {
+	c.st.CoalescedReads.Add(1)
+	var s served
+	var err error
+	if len(g.members) == 1 {
+		e := &v[g.members[0]]
+		s, err = c.serve(g.f, e.Off, e.Size, e.Dst[:e.Size], 0, false)
+	} else {
+		buf := make([]byte, g.hi-g.lo)
+		s, err = c.serve(g.f, g.lo, g.hi-g.lo, buf, 0, false)
+		if err == nil {
+			for _, i := range g.members {
+				e := &v[i]
+				copy(e.Dst[:e.Size], buf[e.Off-g.lo:e.Off-g.lo+e.Size])
+			}
+		}
+	}
+	for _, i := range g.members {
+		e := &v[i]
+		if err != nil {
+			e.Err, e.Result = err, int64(errs.CodeOf(err))
+			continue
+		}
+		e.Result = int64(e.Size)
+		c.account(share(s, e.Size))
+	}
+}
+
+// share attributes n bytes of a group to the path that moved most of it.
+func share(s served, n uint64) served {
+	switch {
+	case s.direct >= s.buffered && s.direct >= s.cache && s.direct > 0:
+		return served{direct: n}
+	case s.buffered >= s.cache && s.buffered > 0:
+		return served{buffered: n}
+	}
+	return served{cache: n}
+}
