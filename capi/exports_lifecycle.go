@@ -36,6 +36,7 @@ func optionsToC(o config.Options, c *C.memtier_config_t) {
 	c.gds_threshold_bytes = C.uint64_t(o.GDSThreshold)
 	c.max_inflight_mib = C.uint32_t(o.MaxInflightMiB)
 	c.small_io_depth = C.uint32_t(o.SmallIODepth)
+	c.path_recheck_ms = C.int32_t(o.PathRecheckMs)
 }
 
 // has reports whether a caller's config of size bytes contains the field at
@@ -79,6 +80,9 @@ func optionsFromC(c *C.memtier_config_t, o *config.Options) error {
 	u64(&c.gds_threshold_bytes, &o.GDSThreshold)
 	u32(&c.max_inflight_mib, &o.MaxInflightMiB)
 	u32(&c.small_io_depth, &o.SmallIODepth)
+	if has(size, unsafe.Offsetof(c.path_recheck_ms), 4) && c.path_recheck_ms != 0 {
+		o.PathRecheckMs = int(c.path_recheck_ms)
+	}
 	return nil
 }
 

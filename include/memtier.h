@@ -162,6 +162,13 @@ typedef struct memtier_config {
     uint64_t gds_threshold_bytes;    /* GPU builds: min size for GDS; default 1MiB*/
     uint32_t max_inflight_mib;       /* bounce/task memory cap in MiB; default 64 */
     uint32_t small_io_depth;         /* readv: reads in flight at once; default 32*/
+    int32_t path_recheck_ms;         /* staleness check: every call fstats the open */
+                                     /* descriptor (catches writes, truncation,   */
+                                     /* replacement by rename); the path itself is */
+                                     /* re-resolved with stat after this many ms   */
+                                     /* (directory/symlink swaps). Default 1000;   */
+                                     /* -1 = stat the path on every call           */
+    uint32_t reserved0;
 } memtier_config_t;
 
 /* memtier_config_default: fills *cfg with the defaults, then applies the MEMTIER_*

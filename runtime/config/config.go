@@ -42,6 +42,10 @@ type Options struct {
 	GDSThreshold       uint64 // GPU builds: minimum size for GDS; default 1 MiB
 	MaxInflightMiB     int    // cap on bounce/task buffer memory in MiB; default 64
 	SmallIODepth       int    // readv: small reads in flight at once; default 32
+	// PathRecheckMs: how long a resolved path is trusted while only the open
+	// descriptor is re-checked (fstat) per call; default 1000; -1 = stat the
+	// path on every call.
+	PathRecheckMs int
 	// Fault is the MEMTIER_FAULT test hook ("eintr_every=N,short_max=N"); "" = off.
 	Fault string
 	// TestHooks enables memtier_debug_hook (MEMTIER_TEST_HOOKS=1).
@@ -63,6 +67,7 @@ func Defaults() Options {
 		GDSThreshold:       1 * MiB,
 		MaxInflightMiB:     64,
 		SmallIODepth:       32,
+		PathRecheckMs:      1000,
 	}
 }
 
@@ -200,6 +205,13 @@ var Vars = []Var{
 		}
 		return err
 	}},
+	{"MEMTIER_PATH_RECHECK_MS", "ms a resolved path is trusted while only the open descriptor is re-checked (fstat) per call; -1 = stat the path on every call", func(o *Options, v string) error {
+		n, err := parseInt(v, -1, 1<<30)
+		if err == nil {
+			o.PathRecheckMs = n
+		}
+		return err
+	}},
 	{"MEMTIER_FAULT", "test hook: eintr_every=N and/or short_max=N (comma separated) inject EINTR and short preads", func(o *Options, v string) error {
 		if _, err := ParseFault(v); err != nil {
 			return err
@@ -251,6 +263,8 @@ func (o *Options) Validate() error {
 		return bad("gomaxprocs %d not in [0, 1024]", o.GOMAXPROCS)
 	case o.MaxInflightMiB < 1 || o.MaxInflightMiB > 65536:
 		return bad("max_inflight_mib %d not in [1, 65536]", o.MaxInflightMiB)
+	case o.PathRecheckMs < -1:
+		return bad("path_recheck_ms %d below -1", o.PathRecheckMs)
 	case o.SmallIODepth < 1 || o.SmallIODepth > 256:
 		return bad("small_io_depth %d not in [1, 256]", o.SmallIODepth)
 	case uint64(o.MaxInflightMiB)*MiB < o.TaskBytes:

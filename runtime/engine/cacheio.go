@@ -13,63 +13,74 @@ import (
 func (c *Context) serveCached(f *files.File, off, size uint64, dst []byte, path int) (served, error) {
 	bs := c.cache.BlockSize()
 	first, last := off/bs, (off+size-1)/bs
+	if first == last { // one block: no task fan-out, no allocation
+		var s served
+		err := c.serveBlock(f, off, size, dst, path, first, &s)
+		return s, err
+	}
 	per := make([]served, last-first+1)
-	fileSize := uint64(f.Ident.Size)
 	err := c.rd.Run(len(per), c.opts.IOThreads, func(i int) error {
-		idx := first + uint64(i)
-		blo := idx * bs
-		lo := max(off, blo) - blo
-		hi := min(off+size, blo+bs) - blo
-		var out []byte
-		if dst != nil {
-			dpos := blo + lo - off
-			out = dst[dpos : dpos+hi-lo]
-		}
-		blk := c.cache.Acquire(f.ID, idx, true)
-		if blk == nil {
-			if out == nil {
-				return nil // no room to prefetch into; not an error
-			}
-			s, err := c.storage(f, out, blo+lo, path)
-			per[i] = s
-			return err
-		}
-		defer blk.Release()
-		if blk.Covers(int(lo), int(hi)) {
-			copy(out, blk.Data()[lo:hi])
-			per[i].cache = hi - lo
-			return nil
-		}
-		var fillPath served
-		filled, err := blk.Fill(int(lo), int(hi), func(p []byte, boff int) error {
-			if avail := fileSize - blo - uint64(boff); uint64(len(p)) > avail {
-				p = p[:avail] // the page holding end of file: read what exists
-			}
-			s, err := c.storage(f, p, blo+uint64(boff), path)
-			fillPath.add(s)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		c.st.CacheInsertedBytes.Add(uint64(filled))
-		copy(out, blk.Data()[lo:hi])
-		n := hi - lo
-		switch {
-		case filled == 0: // another request filled it meanwhile
-			per[i].cache = n
-		case fillPath.direct > 0:
-			per[i].direct = n
-		default:
-			per[i].buffered = n
-		}
-		return nil
+		return c.serveBlock(f, off, size, dst, path, first+uint64(i), &per[i])
 	})
 	var total served
 	for _, s := range per {
 		total.add(s)
 	}
 	return total, err
+}
+
+// serveBlock serves the part of [off, off+size) inside cache block idx,
+// adding the bytes it delivered, by path, to *out.
+func (c *Context) serveBlock(f *files.File, off, size uint64, dst []byte, path int, idx uint64, out *served) error {
+	bs := c.cache.BlockSize()
+	blo := idx * bs
+	lo := max(off, blo) - blo
+	hi := min(off+size, blo+bs) - blo
+	var part []byte
+	if dst != nil {
+		dpos := blo + lo - off
+		part = dst[dpos : dpos+hi-lo]
+	}
+	blk := c.cache.Acquire(f.ID, idx, true)
+	if blk == nil { // no room (everything pinned): read around the cache
+		if part == nil {
+			return nil // nothing to prefetch into; not an error
+		}
+		s, err := c.storage(f, part, blo+lo, path)
+		out.add(s)
+		return err
+	}
+	defer blk.Release()
+	if blk.Covers(int(lo), int(hi)) {
+		copy(part, blk.Data()[lo:hi])
+		out.cache += hi - lo
+		return nil
+	}
+	fileSize := uint64(f.Ident.Size)
+	var fillPath served
+	filled, err := blk.Fill(int(lo), int(hi), func(p []byte, boff int) error {
+		if avail := fileSize - blo - uint64(boff); uint64(len(p)) > avail {
+			p = p[:avail] // the page holding end of file: read what exists
+		}
+		s, err := c.storage(f, p, blo+uint64(boff), path)
+		fillPath.add(s)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.st.CacheInsertedBytes.Add(uint64(filled))
+	copy(part, blk.Data()[lo:hi])
+	n := hi - lo
+	switch {
+	case filled == 0: // another request filled it meanwhile
+		out.cache += n
+	case fillPath.direct > 0:
+		out.direct += n
+	default:
+		out.buffered += n
+	}
+	return nil
 }
 
 // serveUncached serves a request that does not fill the cache: blocks already

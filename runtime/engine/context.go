@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/cache"
@@ -56,6 +57,9 @@ func New(o config.Options) (*Context, error) {
 	}
 	c.rd = rd
 	c.files = files.NewTable(o.MaxOpenFiles, &c.st)
+	if o.PathRecheckMs > 0 {
+		c.files.SetPathRecheck(time.Duration(o.PathRecheckMs) * time.Millisecond)
+	}
 	if o.CacheEnabled {
 		nblocks := int(o.CacheBytes / o.CacheBlockBytes)
 		c.arena = mem.NewArena(int(o.CacheBlockBytes), nblocks)

@@ -332,3 +332,49 @@ func TestPrefetch_ThenAllHits(t *testing.T) {
 		t.Fatalf("TO_HBM: %v", err)
 	}
 }
+
+func TestStale_RenameOverIsSeenThroughFstat(t *testing.T) {
+	path := writeP(t, 1<<20)
+	c := newCtx(t, nil) // default: path re-resolved every 1000 ms, fstat per call
+	buf := make([]byte, 4096)
+	if err := c.Read(path, 0, 4096, buf, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, bytes.Repeat([]byte{9}, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Read(path, 0, 4096, buf, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if buf[0] != 9 || buf[4095] != 9 {
+		t.Fatal("stale bytes after an atomic rename over the file")
+	}
+	if s := c.Stats(); s.StaleInvalidations != 1 {
+		t.Fatalf("stale_invalidations = %d, want 1", s.StaleInvalidations)
+	}
+}
+
+func TestStale_SymlinkSwapWithPathRecheckEveryCall(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.WriteFile(a, bytes.Repeat([]byte{1}, 8192), 0o644)
+	os.WriteFile(b, bytes.Repeat([]byte{2}, 8192), 0o644)
+	link := filepath.Join(dir, "current")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	c := newCtx(t, func(o *config.Options) { o.PathRecheckMs = -1 })
+	buf := make([]byte, 4096)
+	if err := c.Read(link, 0, 4096, buf, 0, 0); err != nil || buf[0] != 1 {
+		t.Fatalf("first read: %v %d", err, buf[0])
+	}
+	os.Remove(link)
+	os.Symlink(b, link)
+	if err := c.Read(link, 0, 4096, buf, 0, 0); err != nil || buf[0] != 2 {
+		t.Fatalf("after symlink swap: %v %d", err, buf[0])
+	}
+}

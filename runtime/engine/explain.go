@@ -56,6 +56,7 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 	in := policy.Input{Target: target, Size: size, Flags: flags, CachedBytes: ex.CachedBytes,
 		ResidentBytes: ex.ResidentBytes, ResidentKnown: true, DirectRefused: f.DirectRefused()}
 	ex.Decision = policy.Decide(c.pol, in)
+	ex.Reason = policy.Detail(c.pol, in, ex.Decision)
 	uncached := size - ex.CachedBytes
 	switch {
 	case ex.Path == policy.PathCache:

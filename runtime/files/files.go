@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -103,6 +104,7 @@ type File struct {
 	lastUse  atomic.Uint64 // Table.tick at the latest Acquire, for LRU
 	detached atomic.Bool   // no longer in the table: the last Release closes it
 	closed   atomic.Bool   // descriptors closed; guards against closing twice
+	resolved atomic.Int64  // monotonic ns of the last stat of Path that matched this File
 
 	dmu      sync.Mutex  // serialises the first Direct call
 	dReady   atomic.Bool // dfd, memAlign, offAlign, alignSrc are set and final
@@ -275,7 +277,12 @@ type Table struct {
 	closed bool
 
 	tick atomic.Uint64 // LRU clock, advanced by every Acquire
-	over atomic.Bool   // the table holds more than maxOpen Files and all extra ones were busy
+
+	// recheck is how long a File's path resolution is trusted before Acquire
+	// stats the path again; in between, Acquire only fstats the open
+	// descriptor. 0: stat the path on every call.
+	recheck time.Duration
+	over    atomic.Bool // the table holds more than maxOpen Files and all extra ones were busy
 }
 
 // NewTable returns an empty Table that keeps at most maxOpen Files (values < 1
@@ -310,6 +317,9 @@ func NewTable(maxOpen int, st *stats.Counters) *Table {
 // idle ones are closed (FilesEvicted++), which scans the table once per
 // eviction. Safe for concurrent use.
 func (t *Table) Acquire(path string) (f *File, staleID uint64, err error) {
+	if f := t.acquireFast(path); f != nil {
+		return f, 0, nil
+	}
 	var st unix.Stat_t
 	if err := retryEINTR(func() error { return statPath(path, &st) }); err != nil {
 		return nil, 0, errs.FromErrno("open", path, -1, err)
@@ -323,6 +333,7 @@ func (t *Table) Acquire(path string) (f *File, staleID uint64, err error) {
 	if f := t.byPath[path]; f != nil && f.Ident == id && !t.closed {
 		f.refs.Add(1)
 		f.lastUse.Store(t.tick.Add(1))
+		f.resolved.Store(nanotime())
 		t.mu.RUnlock()
 		return f, 0, nil
 	}
@@ -370,6 +381,7 @@ func (t *Table) open(path string) (*File, uint64, error) {
 	id := identOf(&st)
 	f := &File{Path: path, ID: versionID(id), Ident: id, FD: fd, t: t, dfd: -1}
 	f.refs.Store(1)
+	f.resolved.Store(nanotime())
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -384,6 +396,7 @@ func (t *Table) open(path string) (*File, uint64, error) {
 		f.close()
 		cur.refs.Add(1)
 		cur.lastUse.Store(f.lastUse.Load())
+		cur.resolved.Store(nanotime())
 		return cur, 0, nil
 	}
 	t.st.FilesOpened.Add(1)
@@ -483,4 +496,42 @@ func (t *Table) Close() {
 	defer t.mu.Unlock()
 	t.closed = true
 	t.dropLocked("")
+}
+
+// epoch anchors nanotime: time.Since on it reads the monotonic clock.
+var epoch = time.Now()
+
+func nanotime() int64 { return int64(time.Since(epoch)) }
+
+// SetPathRecheck sets how long a resolved path is trusted (see Table.recheck).
+// Call it before the table is used.
+func (t *Table) SetPathRecheck(d time.Duration) { t.recheck = d }
+
+// acquireFast reuses the open File of path when its path was resolved less
+// than recheck ago and an fstat of its descriptor shows the same Identity and
+// a link count above zero. fstat costs about a third of a path stat here, and
+// it still catches every change to the file itself: a write or truncate
+// changes size/mtime/ctime, and a rename over it or an unlink changes its
+// ctime and link count. Only a swap of a parent directory or symlink leaves the
+// old file untouched; the periodic path stat bounds that to recheck.
+// Returns nil when the slow path must decide.
+func (t *Table) acquireFast(path string) *File {
+	if t.recheck <= 0 {
+		return nil
+	}
+	t.mu.RLock()
+	f := t.byPath[path]
+	if f == nil || t.closed || nanotime()-f.resolved.Load() > int64(t.recheck) {
+		t.mu.RUnlock()
+		return nil
+	}
+	f.refs.Add(1)
+	t.mu.RUnlock()
+	var st unix.Stat_t
+	if err := retryEINTR(func() error { return unix.Fstat(f.FD, &st) }); err != nil || st.Nlink == 0 || identOf(&st) != f.Ident {
+		f.Release()
+		return nil
+	}
+	f.lastUse.Store(t.tick.Add(1))
+	return f
 }

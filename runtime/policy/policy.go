@@ -127,9 +127,16 @@ func Decide(c Config, in Input) Decision {
 	case in.Flags&ReadDirect != 0:
 		return d(PathDirect, 6, "hint DIRECT")
 	case uncached >= c.DirectThreshold && (!in.ResidentKnown || in.ResidentBytes*2 < uncached):
-		return d(PathDirect, 7, fmt.Sprintf("cold and large: %d of %d uncached bytes in page cache", in.ResidentBytes, uncached))
+		return d(PathDirect, 7, "cold and large: under half of the uncached bytes are in the page cache")
 	case uncached >= c.DirectThreshold:
-		return d(PathBuffered, 8, fmt.Sprintf("warm: %d of %d uncached bytes in page cache", in.ResidentBytes, uncached))
+		return d(PathBuffered, 8, "warm: the uncached bytes are mostly in the page cache")
 	}
-	return d(PathBuffered, 8, fmt.Sprintf("small: %d uncached bytes < direct threshold %d", uncached, c.DirectThreshold))
+	return d(PathBuffered, 8, "small: uncached bytes below direct_threshold")
+}
+
+// Detail formats the numbers behind a decision for memtier_explain; kept out
+// of Decide so the hot path never formats strings.
+func Detail(c Config, in Input, d Decision) string {
+	return fmt.Sprintf("%s (size %d, cached %d, page cache %d, direct_threshold %d)",
+		d.Reason, in.Size, in.CachedBytes, in.ResidentBytes, c.DirectThreshold)
 }
