@@ -6,6 +6,7 @@
 //	stats    lock-free counters and their snapshot
 //	files    path -> open descriptors (buffered + O_DIRECT), file identity
 //	iopath   pread loops, O_DIRECT with bounce buffers, task splitting, workers
+//	mem      page-aligned buffers off the Go heap (cache blocks, bounce buffers)
 //	cache    DRAM block cache (S3-FIFO eviction, byte budget, pinning)
 //	policy   the path decision table, a pure function
 //	engine   the Context facade that capi/ calls
