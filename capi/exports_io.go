@@ -120,7 +120,7 @@ func mtgo_explain(id C.uint64_t, path *C.char, off, size C.uint64_t, dstAligned 
 		return invalid(ctx, "memtier_explain", "path is NULL")
 	}
 	ex, err := ctx.Explain(goPath(path), uint64(off), uint64(size), dstAligned != 0, int(target), uint32(flags))
-	if err != nil {
+	if err != nil && ex.Reason == "" {
 		return finish(ctx, err)
 	}
 	out.path = C.int32_t(ex.Path)
@@ -134,5 +134,5 @@ func mtgo_explain(id C.uint64_t, path *C.char, off, size C.uint64_t, dstAligned 
 	reason := unsafe.Slice((*byte)(unsafe.Pointer(&out.reason[0])), len(out.reason))
 	n := copy(reason[:len(reason)-1], ex.Reason)
 	reason[n] = 0
-	return 0
+	return finish(ctx, err) // a refused target still shows its decision
 }

@@ -77,3 +77,14 @@ func mtgo_debug_hook(id C.uint64_t, hook C.int) (rc C.int) {
 	}
 	return invalid(ctx, "memtier_debug_hook", "unknown hook %d", int(hook))
 }
+
+// mtgo_note_error counts an argument error that memtier.c found before
+// entering Go, so stats.errors equals the failures callers saw.
+//
+//export mtgo_note_error
+func mtgo_note_error(id C.uint64_t) {
+	defer func() { recover() }()
+	if ctx, err := lookupContext(uint64(id)); err == nil {
+		ctx.NoteError()
+	}
+}

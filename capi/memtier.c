@@ -10,6 +10,8 @@
 #include "_cgo_export.h"
 #include "bridge.h"
 
+#define MT_ID(p) ((uint64_t)(uintptr_t)(p))
+
 static volatile int mt_forked;
 static pthread_key_t mt_err_key;
 static pthread_once_t mt_err_once = PTHREAD_ONCE_INIT;
@@ -37,6 +39,15 @@ static int mt_fail(int status, const char* msg) {
     return status;
 }
 
+/* mt_fail_ctx reports an argument error found in C on a live context: the
+ * detail is stored and the context's stats.errors counts it, like errors
+ * found in Go. */
+static int mt_fail_ctx(const void* ctx, int status, const char* msg) {
+    mt_set_error(msg, strlen(msg));
+    mtgo_note_error(MT_ID(ctx));
+    return status;
+}
+
 static int mt_fork_fail(void) {
     return mt_fail(MEMTIER_ERR_FORKED,
                    "memtier: called in a child process after fork(): the Go runtime inside "
@@ -49,7 +60,6 @@ static int mt_fork_fail(void) {
         if (mt_forked) return mt_fork_fail();           \
     } while (0)
 
-#define MT_ID(p) ((uint64_t)(uintptr_t)(p))
 
 const char* memtier_last_error(void) {
     pthread_once(&mt_err_once, mt_err_init);
@@ -95,16 +105,33 @@ const char* memtier_version(void) { return MEMTIER_VERSION_STRING; }
 
 int memtier_version_number(void) { return MEMTIER_VERSION_NUMBER; }
 
+/* The config layout of version 0.1: memtier_config_default writes exactly this
+ * many bytes forever, so a caller compiled against this header is never
+ * written past; later fields are reached through memtier_config_default_sized. */
+#define MT_CONFIG_V1_SIZE sizeof(memtier_config_t)
+
 int memtier_config_default(memtier_config_t* cfg) {
+    return memtier_config_default_sized(cfg, MT_CONFIG_V1_SIZE);
+}
+
+int memtier_config_default_sized(memtier_config_t* cfg, size_t cfg_size) {
     MT_GUARD();
     if (cfg == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_config_default: cfg is NULL");
-    return mtgo_config_default(cfg);
+    if (cfg_size < 8)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_config_default_sized: cfg_size below 8 bytes");
+    memtier_config_t full;
+    memset(&full, 0, sizeof(full));
+    int rc = mtgo_config_default(&full);
+    size_t n = cfg_size < sizeof(full) ? cfg_size : sizeof(full);
+    full.struct_size = (uint32_t)n;
+    memcpy(cfg, &full, n);
+    return rc;
 }
 
 int memtier_init(const memtier_config_t* cfg, memtier_ctx_t** ctx_out) {
+    if (ctx_out != NULL) *ctx_out = NULL;
     MT_GUARD();
     if (ctx_out == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_init: ctx_out is NULL");
-    *ctx_out = NULL;
     uint64_t id = 0;
     int rc = mtgo_init((memtier_config_t*)cfg, &id);
     if (rc == MEMTIER_OK) *ctx_out = (memtier_ctx_t*)(uintptr_t)id;
@@ -119,8 +146,8 @@ int memtier_finalize(memtier_ctx_t* ctx) {
 
 int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, size_t cfg_size) {
     MT_GUARD();
-    if (ctx == NULL || cfg == NULL)
-        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_get_config: ctx or cfg is NULL");
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_get_config: ctx is NULL");
+    if (cfg == NULL) return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_get_config: cfg is NULL");
     memtier_config_t full;
     memset(&full, 0, sizeof(full));
     int rc = mtgo_get_config(MT_ID(ctx), &full);
@@ -145,15 +172,16 @@ int memtier_readv(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov, si
                   int target) {
     MT_GUARD();
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_readv: ctx is NULL");
-    if (n > 0 && iov == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_readv: iov is NULL");
+    if (n > 0 && iov == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_readv: iov is NULL with n > 0");
     return mtgo_readv(MT_ID(ctx), (char*)path, iov, n, target);
 }
 
-static int mt_prefetch_flags(const memtier_prefetch_opts_t* opts, uint32_t* flags) {
+static int mt_prefetch_flags(const void* ctx, const memtier_prefetch_opts_t* opts, uint32_t* flags) {
     *flags = MEMTIER_PREFETCH_TO_DRAM;
     if (opts == NULL) return MEMTIER_OK;
     if (opts->struct_size < sizeof(uint32_t) * 2)
-        return mt_fail(MEMTIER_ERR_INVALID_ARG,
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG,
                        "memtier_prefetch: opts->struct_size too small (set it to sizeof(memtier_prefetch_opts_t))");
     *flags = opts->flags;
     return MEMTIER_OK;
@@ -164,19 +192,20 @@ int memtier_prefetch(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint
     MT_GUARD();
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_prefetch: ctx is NULL");
     uint32_t flags;
-    int rc = mt_prefetch_flags(opts, &flags);
+    int rc = mt_prefetch_flags(ctx, opts, &flags);
     if (rc != MEMTIER_OK) return rc;
     return mtgo_prefetch(MT_ID(ctx), (char*)path, offset, size, flags);
 }
 
 int memtier_prefetch_async(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
                            const memtier_prefetch_opts_t* opts, memtier_request_t** req_out) {
+    if (req_out != NULL) *req_out = NULL;
     MT_GUARD();
-    if (ctx == NULL || req_out == NULL)
-        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_prefetch_async: ctx or req_out is NULL");
-    *req_out = NULL;
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_prefetch_async: ctx is NULL");
+    if (req_out == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_prefetch_async: req_out is NULL");
     uint32_t flags;
-    int rc = mt_prefetch_flags(opts, &flags);
+    int rc = mt_prefetch_flags(ctx, opts, &flags);
     if (rc != MEMTIER_OK) return rc;
     uint64_t id = 0;
     rc = mtgo_prefetch_async(MT_ID(ctx), (char*)path, offset, size, flags, &id);
@@ -186,10 +215,11 @@ int memtier_prefetch_async(memtier_ctx_t* ctx, const char* path, uint64_t offset
 
 int memtier_read_async(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
                        void* dst, int target, uint32_t flags, memtier_request_t** req_out) {
+    if (req_out != NULL) *req_out = NULL;
     MT_GUARD();
-    if (ctx == NULL || req_out == NULL)
-        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_read_async: ctx or req_out is NULL");
-    *req_out = NULL;
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_read_async: ctx is NULL");
+    if (req_out == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_read_async: req_out is NULL");
     uint64_t id = 0;
     int rc = mtgo_read_async(MT_ID(ctx), (char*)path, offset, size, dst, target, flags, &id);
     if (rc == MEMTIER_OK) *req_out = (memtier_request_t*)(uintptr_t)id;
@@ -223,8 +253,8 @@ int memtier_drop_cache(memtier_ctx_t* ctx, const char* path) {
 int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
                     const void* dst, int target, uint32_t flags, memtier_decision_t* out) {
     MT_GUARD();
-    if (ctx == NULL || out == NULL)
-        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_explain: ctx or out is NULL");
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_explain: ctx is NULL");
+    if (out == NULL) return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_explain: out is NULL");
     memset(out, 0, sizeof(*out));
     int dst_aligned = ((uintptr_t)dst % 4096) == 0;
     return mtgo_explain(MT_ID(ctx), (char*)path, offset, size, dst_aligned, target, flags, out);
@@ -236,8 +266,8 @@ int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st) {
 
 int memtier_stats_sized(memtier_ctx_t* ctx, memtier_stats_t* st, size_t st_size) {
     MT_GUARD();
-    if (ctx == NULL || st == NULL)
-        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_stats: ctx or st is NULL");
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_stats: ctx is NULL");
+    if (st == NULL) return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_stats: st is NULL");
     memtier_stats_t full;
     memset(&full, 0, sizeof(full));
     int rc = mtgo_stats(MT_ID(ctx), &full);

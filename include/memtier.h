@@ -179,6 +179,13 @@ typedef struct memtier_config {
  * parse; *cfg then holds the defaults. Thread-safe. */
 MEMTIER_API int memtier_config_default(memtier_config_t* cfg);
 
+/* memtier_config_default_sized: memtier_config_default for a config struct of
+ * cfg_size bytes (pass sizeof(memtier_config_t)); writes min(cfg_size, library
+ * size) bytes and sets struct_size to that. memtier_config_default always writes
+ * the 0.1 layout, so code built against a later header with more fields uses
+ * this to get their defaults. cfg_size < 8 gives MEMTIER_ERR_INVALID_ARG. */
+MEMTIER_API int memtier_config_default_sized(memtier_config_t* cfg, size_t cfg_size);
+
 /* memtier_init: creates a context. cfg may be NULL (defaults + environment).
  * On success *ctx_out is a new context; on failure it is set to NULL.
  * Returns MEMTIER_OK, MEMTIER_ERR_INVALID_ARG (ctx_out NULL, struct_size too small
@@ -332,8 +339,10 @@ MEMTIER_API const char* memtier_path_name(int path);
 /* ===================================================================== */
 
 /* memtier_stats_t: counters since init or the last memtier_stats_reset. Bytes are
- * bytes; requests count memtier_read calls and readv elements. A read served partly
- * from the cache counts under each path for the bytes that path moved. */
+ * bytes. requests counts every memtier_read/_ex/_async call and readv element that
+ * reached the engine, failed ones included; bytes counts what successful ones
+ * delivered. A read served partly from the cache counts under each path for the
+ * bytes that path moved. errors counts every failed call on the context. */
 typedef struct memtier_stats {
     uint64_t requests;              /* read requests (read, readv element, async) */
     uint64_t bytes;                 /* bytes delivered to callers                 */

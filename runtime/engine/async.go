@@ -3,6 +3,8 @@ package engine
 import (
 	"time"
 
+	"github.com/memtier/memtier/gpu"
+
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/policy"
 )
@@ -92,8 +94,13 @@ func (c *Context) PrefetchAsync(path string, off, size uint64, flags uint32) (*R
 	if path == "" {
 		return nil, errs.New(errs.InvalidArg, "prefetch_async", "empty path")
 	}
-	if flags&^PrefetchToHBM != 0 {
+	switch {
+	case flags&^PrefetchToHBM != 0:
 		return nil, errs.At(errs.InvalidArg, "prefetch_async", path, -1, "unknown prefetch flags 0x%x", flags)
+	case flags&PrefetchToHBM != 0 && !gpu.Available():
+		return nil, errs.At(errs.Unsupported, "prefetch_async", path, int64(off), "MEMTIER_PREFETCH_TO_HBM: %s", gpu.Reason())
+	case c.cache == nil:
+		return nil, errs.At(errs.Unsupported, "prefetch_async", path, int64(off), "the DRAM cache is disabled (cache_enabled = 0)")
 	}
 	return c.submit(func() (uint64, error) { return c.Prefetch(path, off, size, flags) })
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 
+	"github.com/memtier/memtier/gpu"
+	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/iopath"
 	"github.com/memtier/memtier/runtime/policy"
 )
@@ -23,7 +25,14 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 	}
 	defer c.exit()
 	if target != policy.TargetCPU || size == 0 {
-		d := policy.Decide(c.pol, policy.Input{Target: target, Size: size, Flags: flags})
+		d := policy.Decide(c.pol, policy.Input{Target: target, Size: size, Flags: flags, GPUAvailable: gpu.Available()})
+		d.Reason = fmt.Sprintf("row %d: %s", d.Row, d.Reason)
+		if target == policy.TargetCUDA && !gpu.Available() {
+			return Explanation{Decision: d}, errs.At(errs.Unsupported, "explain", path, int64(off), "%s", gpu.Reason())
+		}
+		if target != policy.TargetCPU {
+			return Explanation{}, errs.At(errs.InvalidArg, "explain", path, -1, "unknown target %d", target)
+		}
 		return Explanation{Decision: d}, nil
 	}
 	if err := checkRange("explain", path, off, size, int(min(size, 1<<62)), flags); err != nil {
@@ -67,7 +76,7 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 	default:
 		ex.Tasks = (uncached + c.opts.TaskBytes - 1) / c.opts.TaskBytes
 	}
-	if ex.Path == policy.PathDirect && !dstAligned {
+	if ex.Path == policy.PathDirect && !dstAligned && !ex.Admit {
 		ex.Reason += "; unaligned dst: bounce buffers"
 	}
 	if ex.Admit {

@@ -15,10 +15,10 @@ type served struct {
 	cache, buffered, direct uint64
 }
 
-// account records one request in stats by the paths that served it.
+// account records the bytes of one successful request by the paths that
+// served it (requests themselves are counted on entry, failed ones too).
 func (c *Context) account(s served) {
 	total := s.cache + s.buffered + s.direct
-	c.st.Requests.Add(1)
 	c.st.Bytes.Add(total)
 	if s.cache > 0 {
 		c.st.CacheHitBytes.Add(s.cache)
@@ -65,6 +65,7 @@ func (c *Context) Read(path string, off, size uint64, dst []byte, target int, fl
 }
 
 func (c *Context) read(path string, off, size uint64, dst []byte, target int, flags uint32) error {
+	c.st.Requests.Add(1)
 	if target != policy.TargetCPU {
 		if target == policy.TargetCUDA && !gpu.Available() {
 			return errs.At(errs.Unsupported, "read", path, int64(off), "%s", gpu.Reason())

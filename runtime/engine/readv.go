@@ -43,6 +43,7 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 	fail := func(i int, err error) {
 		v[i].Err, v[i].Result = err, int64(errs.CodeOf(err))
 	}
+	c.st.Requests.Add(uint64(len(v)))
 	byPath := map[string][]int{}
 	for i := range v {
 		e := &v[i]

@@ -1,0 +1,652 @@
+/*
+ * bench_large_read: one large sequential read, MemTier against plain POSIX,
+ * O_DIRECT, mmap and fio, measured in the same run.
+ *
+ *   bench_large_read [--file=F] [--size=N] [--mode=memtier|posix|direct|mmap|fio|all]
+ *                    [--cold] [--warm] [--repeat=R] [--overwrite] [--json]
+ *
+ * F defaults to a temporary experiment-pattern file (removed at exit); a given F
+ * that is missing or shorter than N is created / extended with the pattern first.
+ * N defaults to the size of F, or 256 MiB for the temporary file.
+ *
+ * Modes (every one reads N bytes into one page-aligned, pre-faulted buffer):
+ *   memtier  one memtier_read_ex of N bytes, DRAM cache off + MEMTIER_READ_ONCE
+ *            (measures the read path, not the cache); everything else default
+ *   posix    single-thread 1 MiB pread loop (the baseline)
+ *   direct   single-thread 1 MiB O_DIRECT pread loop
+ *   mmap     mmap + memcpy + munmap
+ *   fio      fio --rw=read --bs=1M --iodepth=16 --ioengine=libaio --direct=1,
+ *            read bw_bytes from its JSON output (fio reads O_DIRECT: the page
+ *            cache state does not matter to it)
+ * Page cache: warm = after one untimed pread pass; cold = posix_fadvise
+ * DONTNEED before every run (fio: --invalidate=1). --mode=all runs both tables;
+ * a single mode runs warm unless --cold (both when both flags are given), and is
+ * followed by posix, the baseline. seconds = median of R runs; GB/s uses
+ * 1 GB = 1e9 B; ratio = GB/s of the mode / GB/s of the baseline.
+ * Every buffer is checked once per mode and pass (untimed) against the pattern
+ * and its fnv1a64w checksum printed.
+ *
+ * Memory: RSS is sampled around the memtier runs: peak RSS (VmHWM, reset before
+ * the runs) minus RSS before them is MemTier's own footprint; "rss_ok" when it
+ * is at most the cache budget + 64 MiB.
+ *
+ * Exit 0, or 1 when a read failed or returned wrong bytes.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "memtier.h"
+#include "mt_util.h"
+
+extern char** environ;
+
+#define MAX_REPEAT 64
+#define PREAD_CHUNK (1u << 20)
+
+enum { M_MEMTIER, M_POSIX, M_DIRECT, M_MMAP, M_FIO, M_COUNT };
+static const char* const mode_names[M_COUNT] = {"memtier", "posix", "direct", "mmap", "fio"};
+
+typedef struct mode_result {
+    int ran;                 /* 1 when timed runs happened                      */
+    char skip[512];          /* why it did not run                              */
+    double samples[MAX_REPEAT];
+    int nsamples;
+    double seconds;          /* median                                          */
+    uint64_t checksum;       /* of the buffer after the first run               */
+    int verified;            /* 1 pattern ok, 0 wrong bytes, -1 not checked     */
+    uint64_t bad_offset;
+    int have_stats;
+    memtier_stats_t stats;   /* memtier: counters of the runs of this pass      */
+} mode_result_t;
+
+typedef struct pass {
+    int cold;
+    int64_t resident_before; /* page cache bytes of the file before the first run */
+    mode_result_t m[M_COUNT];
+} pass_t;
+
+/* Benchmark state shared by the runners. */
+typedef struct bench {
+    const char* path;
+    uint64_t size;
+    uint8_t* buf;
+    size_t buf_len;
+    memtier_ctx_t* ctx;
+    int file_is_pattern; /* -1 unknown, 1 yes, 0 no */
+} bench_t;
+
+/* ---- runners: each returns 0 and *secs, or -1 with why[] ---- */
+
+static int run_memtier(bench_t* b, double* secs, char* why, size_t wlen) {
+    uint64_t t0 = mt_now_ns();
+    int st = memtier_read_ex(b->ctx, b->path, 0, b->size, b->buf, MEMTIER_TARGET_CPU, MEMTIER_READ_ONCE);
+    uint64_t t1 = mt_now_ns();
+    if (st != MEMTIER_OK) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s", memtier_last_error());
+        snprintf(why, wlen, "memtier_read_ex: %s (%s): %s", memtier_strerror(st), mt_status_name(st), detail);
+        return -1;
+    }
+    *secs = (double)(t1 - t0) / 1e9;
+    return 0;
+}
+
+static int run_posix(bench_t* b, double* secs, char* why, size_t wlen) {
+    uint64_t t0 = mt_now_ns();
+    int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, wlen, "open: %s", strerror(errno));
+        return -1;
+    }
+    for (uint64_t off = 0; off < b->size;) {
+        size_t n = b->size - off < PREAD_CHUNK ? (size_t)(b->size - off) : PREAD_CHUNK;
+        ssize_t r = pread(fd, b->buf + off, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            snprintf(why, wlen, "pread at %" PRIu64 ": %s", off, r < 0 ? strerror(errno) : "end of file");
+            close(fd);
+            return -1;
+        }
+        off += (uint64_t)r;
+    }
+    close(fd);
+    *secs = (double)(mt_now_ns() - t0) / 1e9;
+    return 0;
+}
+
+static int run_direct(bench_t* b, double* secs, char* why, size_t wlen) {
+    uint64_t t0 = mt_now_ns();
+    int fd = open(b->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, wlen, "%s", errno == EINVAL ? "O_DIRECT not supported by this file system"
+                                                  : strerror(errno));
+        return -1;
+    }
+    /* Offsets are multiples of 1 MiB and the buffer is page-aligned; the last
+     * read asks for a whole number of 4 KiB blocks (the buffer has room) and
+     * comes back short at end of file. */
+    uint64_t off = 0;
+    while (off < b->size) {
+        uint64_t left = b->size - off;
+        size_t n = left < PREAD_CHUNK ? (size_t)((left + 4095) & ~(uint64_t)4095) : PREAD_CHUNK;
+        ssize_t r = pread(fd, b->buf + off, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            snprintf(why, wlen, "O_DIRECT pread at %" PRIu64 ": %s", off, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (r == 0) break;
+        if ((size_t)r < n && off + (uint64_t)r < b->size) {
+            snprintf(why, wlen, "O_DIRECT short read at %" PRIu64, off);
+            close(fd);
+            return -1;
+        }
+        off += (uint64_t)r;
+    }
+    close(fd);
+    *secs = (double)(mt_now_ns() - t0) / 1e9;
+    if (off < b->size) {
+        snprintf(why, wlen, "O_DIRECT read ended at %" PRIu64, off);
+        return -1;
+    }
+    return 0;
+}
+
+static int run_mmap(bench_t* b, double* secs, char* why, size_t wlen) {
+    uint64_t t0 = mt_now_ns();
+    int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, wlen, "open: %s", strerror(errno));
+        return -1;
+    }
+    void* m = mmap(NULL, (size_t)b->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(why, wlen, "mmap: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    memcpy(b->buf, m, (size_t)b->size);
+    munmap(m, (size_t)b->size);
+    close(fd);
+    *secs = (double)(mt_now_ns() - t0) / 1e9;
+    return 0;
+}
+
+/* fio ---------------------------------------------------------------- */
+
+static int find_in_path(const char* prog) {
+    const char* p = getenv("PATH");
+    if (p == NULL) p = "/usr/bin:/bin";
+    char dir[4096];
+    while (*p) {
+        size_t n = strcspn(p, ":");
+        if (n > 0 && n < sizeof dir - strlen(prog) - 2) {
+            memcpy(dir, p, n);
+            snprintf(dir + n, sizeof dir - n, "/%s", prog);
+            if (access(dir, X_OK) == 0) return 1;
+        }
+        p += n;
+        if (*p == ':') p++;
+    }
+    return 0;
+}
+
+/* json_number_after: the number after "key" following from, or -1. */
+static double json_number_after(const char* from, const char* key) {
+    const char* k = strstr(from, key);
+    if (k == NULL) return -1;
+    const char* c = strchr(k + strlen(key), ':');
+    if (c == NULL) return -1;
+    return strtod(c + 1, NULL);
+}
+
+static int run_fio(bench_t* b, int cold, double* secs, char* why, size_t wlen) {
+    /* fio separates file names with ':'; escape it. */
+    char fname[4200] = "--filename=";
+    size_t fl = strlen(fname);
+    for (const char* p = b->path; *p && fl + 3 < sizeof fname; p++) {
+        if (*p == ':') fname[fl++] = '\\';
+        fname[fl++] = *p;
+    }
+    fname[fl] = '\0';
+    char fsize[64];
+    snprintf(fsize, sizeof fsize, "--size=%" PRIu64, b->size);
+    char* argv[] = {"fio", "--name=seq", fname, "--rw=read", "--bs=1M", "--iodepth=16",
+                    "--ioengine=libaio", "--direct=1", fsize, "--output-format=json",
+                    cold ? "--invalidate=1" : NULL, NULL};
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        snprintf(why, wlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
+    posix_spawn_file_actions_addclose(&fa, pfd[0]);
+    posix_spawn_file_actions_addclose(&fa, pfd[1]);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "fio", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pfd[1]);
+    if (rc != 0) {
+        close(pfd[0]);
+        snprintf(why, wlen, "%s", rc == ENOENT ? "fio: not installed" : strerror(rc));
+        return -1;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char* out = (char*)malloc(cap);
+    if (out == NULL) mt_die("out of memory");
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap *= 2;
+            char* n = (char*)realloc(out, cap);
+            if (n == NULL) mt_die("out of memory");
+            out = n;
+        }
+        ssize_t r = read(pfd[0], out + len, cap - len - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        len += (size_t)r;
+    }
+    out[len] = '\0';
+    close(pfd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const char* jobs = strstr(out, "\"jobs\"");
+    const char* rd = jobs ? strstr(jobs, "\"read\"") : NULL;
+    double bw = rd ? json_number_after(rd, "\"bw_bytes\"") : -1;
+    double io = rd ? json_number_after(rd, "\"io_bytes\"") : -1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || bw <= 0 || io <= 0) {
+        const char* line = strstr(out, "fio:");
+        if (line == NULL) line = out;
+        size_t n = strcspn(line, "\n");
+        snprintf(why, wlen, "fio failed (exit %d): %.*s", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                 (int)(n < 120 ? n : 120), line);
+        free(out);
+        return -1;
+    }
+    free(out);
+    *secs = io / bw;
+    return 0;
+}
+
+/* ---- one pass (warm or cold) ---- */
+
+static void warm_page_cache(bench_t* b) {
+    double s;
+    char why[160];
+    if (run_posix(b, &s, why, sizeof why) != 0) mt_die("warm-up read: %s", why);
+}
+
+static void run_pass(bench_t* b, pass_t* p, const int* modes, int nmodes, int repeat, int fio_ok,
+                     uint64_t* peak_overhead, int* ok) {
+    if (p->cold) {
+        if (mt_drop_page_cache(b->path) != 0) mt_note("note: cannot drop the page cache: %s\n", strerror(errno));
+    } else {
+        warm_page_cache(b);
+    }
+    p->resident_before = mt_page_cache_resident(b->path);
+
+    for (int mi = 0; mi < nmodes; mi++) {
+        const int m = modes[mi];
+        mode_result_t* r = &p->m[m];
+        r->verified = -1;
+        if (m == M_FIO && !fio_ok) {
+            snprintf(r->skip, sizeof r->skip, "fio: not installed");
+            continue;
+        }
+        memtier_stats_t s0;
+        uint64_t rss_before = 0;
+        int peak_reset = 0;
+        if (m == M_MEMTIER) {
+            mt_check(memtier_stats(b->ctx, &s0), "memtier_stats");
+            rss_before = mt_rss_bytes();
+            peak_reset = mt_peak_rss_reset() == 0;
+        }
+        for (int k = 0; k < repeat; k++) {
+            if (p->cold) mt_drop_page_cache(b->path);
+            if (m != M_FIO) memset(b->buf, 0xA5, b->buf_len); /* untimed: stale bytes cannot pass */
+            double secs = 0;
+            int rc;
+            switch (m) {
+            case M_MEMTIER: rc = run_memtier(b, &secs, r->skip, sizeof r->skip); break;
+            case M_POSIX: rc = run_posix(b, &secs, r->skip, sizeof r->skip); break;
+            case M_DIRECT: rc = run_direct(b, &secs, r->skip, sizeof r->skip); break;
+            case M_MMAP: rc = run_mmap(b, &secs, r->skip, sizeof r->skip); break;
+            default: rc = run_fio(b, p->cold, &secs, r->skip, sizeof r->skip); break;
+            }
+            if (rc != 0) {
+                r->ran = 0;
+                /* A memtier failure is a failure of the benchmark; others are skips. */
+                if (m == M_MEMTIER) *ok = 0;
+                break;
+            }
+            r->ran = 1;
+            r->samples[r->nsamples++] = secs;
+            if (k == 0 && m != M_FIO) {
+                r->checksum = mt_checksum(b->buf, (size_t)b->size);
+                r->bad_offset = mt_pattern_check(b->buf, 0, (size_t)b->size);
+                r->verified = r->bad_offset == MT_NO_MISMATCH;
+            }
+        }
+        if (m == M_MEMTIER) {
+            if (peak_reset) {
+                uint64_t peak = mt_peak_rss_bytes();
+                uint64_t over = peak > rss_before ? peak - rss_before : 0;
+                if (over > *peak_overhead) *peak_overhead = over;
+            }
+            memtier_stats_t s1;
+            mt_check(memtier_stats(b->ctx, &s1), "memtier_stats");
+            mt_stats_sub(&r->stats, &s1, &s0);
+            r->have_stats = 1;
+        }
+        if (r->ran) {
+            double tmp[MAX_REPEAT];
+            memcpy(tmp, r->samples, sizeof(double) * (size_t)r->nsamples);
+            r->seconds = mt_median(tmp, (size_t)r->nsamples);
+        }
+    }
+
+    /* Correctness: pattern files must match the pattern; other files must give
+     * the same checksum in every mode. */
+    const mode_result_t* base = &p->m[M_POSIX];
+    for (int mi = 0; mi < nmodes; mi++) {
+        const mode_result_t* r = &p->m[modes[mi]];
+        if (!r->ran || r->verified < 0) continue;
+        if (b->file_is_pattern == 1 && !r->verified) *ok = 0;
+        if (b->file_is_pattern == 0 && base->ran && r->checksum != base->checksum) *ok = 0;
+    }
+}
+
+static double ratio(const mode_result_t* a, const mode_result_t* base) {
+    if (!a->ran || !base->ran || a->seconds <= 0 || base->seconds <= 0) return 0;
+    return base->seconds / a->seconds; /* same bytes: GB/s ratio */
+}
+
+static void detail_text(char* out, size_t len, int m, const mode_result_t* r, const bench_t* b) {
+    out[0] = '\0';
+    if (m == M_MEMTIER && r->have_stats && r->nsamples > 0) {
+        char x[32], y[32];
+        const uint64_t n = (uint64_t)r->nsamples;
+        snprintf(out, len, "per run: direct %s, buffered %s, fallbacks %" PRIu64,
+                 mt_fmt_bytes(x, sizeof x, r->stats.direct_bytes / n),
+                 mt_fmt_bytes(y, sizeof y, r->stats.buffered_bytes / n),
+                 (uint64_t)r->stats.direct_fallbacks / n);
+    } else if (m == M_FIO) {
+        snprintf(out, len, "O_DIRECT, iodepth 16, libaio");
+    }
+    if (r->verified == 0) {
+        size_t u = strlen(out);
+        if (b->file_is_pattern == 1)
+            snprintf(out + u, len - u, "%sWRONG BYTE at %" PRIu64, u ? "; " : "", r->bad_offset);
+    }
+}
+
+static void print_pass(const bench_t* b, const pass_t* p, const int* modes, int nmodes) {
+    char x[32], y[32];
+    printf("\n%s page cache (%s; page cache held %s of %s before the first run)\n",
+           p->cold ? "cold" : "warm",
+           p->cold ? "posix_fadvise DONTNEED before every run; fio --invalidate=1"
+                   : "after one untimed pread pass",
+           p->resident_before >= 0 ? mt_fmt_bytes(x, sizeof x, (uint64_t)p->resident_before) : "?",
+           mt_fmt_bytes(y, sizeof y, b->size));
+    const mode_result_t* posix = &p->m[M_POSIX];
+    const mode_result_t* fio = &p->m[M_FIO];
+    const int show_fio = p->cold && fio->ran;
+    printf("%-8s %12s %9s %8s %9s", "mode", "bytes", "seconds", "GB/s", "vs posix");
+    if (show_fio) printf(" %8s", "vs fio");
+    printf("  %-18s %-8s %s\n", "checksum", "pattern", "detail");
+    for (int mi = 0; mi < nmodes; mi++) {
+        const int m = modes[mi];
+        const mode_result_t* r = &p->m[m];
+        if (!r->ran) {
+            printf("%-8s %s\n", mode_names[m], r->skip[0] ? r->skip : "skipped");
+            continue;
+        }
+        char rv[16], rf[16], cs[24], det[600];
+        if (m == M_POSIX)
+            snprintf(rv, sizeof rv, "baseline");
+        else
+            snprintf(rv, sizeof rv, "%.2fx", ratio(r, posix));
+        snprintf(rf, sizeof rf, m == M_FIO ? "-" : "%.2fx", ratio(r, fio));
+        if (r->verified < 0)
+            snprintf(cs, sizeof cs, "-");
+        else
+            snprintf(cs, sizeof cs, "0x%016" PRIx64, r->checksum);
+        detail_text(det, sizeof det, m, r, b);
+        printf("%-8s %12" PRIu64 " %9.4f %8.2f %9s", mode_names[m], b->size, r->seconds,
+               mt_gbps(b->size, r->seconds), rv);
+        if (show_fio) printf(" %8s", rf);
+        printf("  %-18s %-8s %s\n", cs,
+               r->verified < 0 ? "-" : (r->verified ? "ok" : (b->file_is_pattern == 1 ? "WRONG" : "no")),
+               det);
+    }
+}
+
+static void json_pass(mt_json_t* j, const bench_t* b, const pass_t* p, const int* modes, int nmodes) {
+    mt_json_obj(j, NULL);
+    mt_json_str(j, "page_cache", p->cold ? "cold" : "warm");
+    mt_json_i64(j, "resident_bytes_before", p->resident_before);
+    mt_json_arr(j, "modes");
+    for (int mi = 0; mi < nmodes; mi++) {
+        const int m = modes[mi];
+        const mode_result_t* r = &p->m[m];
+        mt_json_obj(j, NULL);
+        mt_json_str(j, "mode", mode_names[m]);
+        mt_json_bool(j, "ran", r->ran);
+        if (!r->ran) {
+            mt_json_str(j, "skipped", r->skip);
+            mt_json_obj_end(j);
+            continue;
+        }
+        mt_json_u64(j, "bytes", b->size);
+        mt_json_f64(j, "seconds", r->seconds);
+        mt_json_arr(j, "samples");
+        for (int k = 0; k < r->nsamples; k++) mt_json_f64(j, NULL, r->samples[k]);
+        mt_json_arr_end(j);
+        mt_json_f64(j, "gbps", mt_gbps(b->size, r->seconds));
+        if (m != M_POSIX && p->m[M_POSIX].ran) mt_json_f64(j, "ratio_vs_posix", ratio(r, &p->m[M_POSIX]));
+        if (p->cold && m != M_FIO && p->m[M_FIO].ran) mt_json_f64(j, "ratio_vs_fio", ratio(r, &p->m[M_FIO]));
+        if (r->verified >= 0) {
+            mt_json_hex(j, "checksum", r->checksum);
+            mt_json_bool(j, "pattern_ok", r->verified);
+        }
+        if (r->have_stats) mt_json_stats(j, "stats", &r->stats);
+        mt_json_obj_end(j);
+    }
+    mt_json_arr_end(j);
+    mt_json_obj_end(j);
+}
+
+static void usage(FILE* f, const mt_flag_t* flags, size_t n) {
+    fprintf(f, "usage: bench_large_read [flags]\n"
+               "  one large sequential read: memtier vs posix pread (baseline), O_DIRECT, mmap, fio\n");
+    mt_print_flags(f, flags, n);
+    fprintf(f, "  MEMTIER_* environment variables configure the memtier context (the cache stays off)\n");
+}
+
+int main(int argc, char** argv) {
+    const char* file = NULL;
+    const char* mode = "memtier";
+    uint64_t size = 0;
+    long repeat = 3;
+    int cold = 0, warm = 0, json = 0, help = 0, overwrite = 0;
+    const mt_flag_t flags[] = {
+        {"file", MT_FLAG_STR, &file, "file to read (default: a temporary pattern file)"},
+        {"size", MT_FLAG_SIZE, &size, "bytes to read (default: size of --file, else 256M)"},
+        {"mode", MT_FLAG_STR, &mode, "memtier|posix|direct|mmap|fio|all (default memtier)"},
+        {"cold", MT_FLAG_BOOL, &cold, "drop the file from the page cache before every run"},
+        {"warm", MT_FLAG_BOOL, &warm, "warm page cache (the default for one mode)"},
+        {"repeat", MT_FLAG_INT, &repeat, "timed runs per mode, median reported (default 3)"},
+        {"overwrite", MT_FLAG_BOOL, &overwrite, "rewrite a --file too short and not a pattern file"},
+        {"json", MT_FLAG_BOOL, &json, "print one JSON object instead of tables"},
+        {"help", MT_FLAG_BOOL, &help, "this text"},
+    };
+    const size_t nflags = sizeof flags / sizeof flags[0];
+    if (mt_parse_flags(argc, argv, flags, nflags, NULL, 0) < 0) return 2;
+    if (help) {
+        usage(stdout, flags, nflags);
+        return 0;
+    }
+    if (repeat < 1 || repeat > MAX_REPEAT) mt_die("--repeat must be 1..%d", MAX_REPEAT);
+    int modes[M_COUNT], nmodes = 0;
+    if (strcmp(mode, "all") == 0) {
+        for (int m = 0; m < M_COUNT; m++) modes[nmodes++] = m;
+    } else {
+        int m = -1;
+        for (int k = 0; k < M_COUNT; k++)
+            if (strcmp(mode, mode_names[k]) == 0) m = k;
+        if (m < 0) {
+            fprintf(stderr, "bench_large_read: unknown --mode=%s\n", mode);
+            usage(stderr, flags, nflags);
+            return 2;
+        }
+        modes[nmodes++] = m;
+        if (m != M_POSIX) modes[nmodes++] = M_POSIX; /* baseline, measured right after */
+    }
+    int do_warm, do_cold;
+    if (cold || warm) {
+        do_warm = warm;
+        do_cold = cold;
+    } else {
+        do_warm = 1;
+        do_cold = strcmp(mode, "all") == 0;
+    }
+    if (json) mt_set_note_stream(stderr);
+
+    bench_t b;
+    memset(&b, 0, sizeof b);
+    b.file_is_pattern = -1;
+    if (file == NULL) {
+        if (size == 0) size = 256 * MT_MIB;
+        b.path = mt_temp_file("bench_large_read", size, MT_CONTENT_PATTERN);
+        b.file_is_pattern = 1;
+        mt_note("note: no --file: using a temporary %s experiment-pattern file %s\n",
+                mt_fmt_bytes((char[32]){0}, 32, size), b.path);
+    } else {
+        b.path = file;
+        if (size == 0) {
+            int64_t fs = mt_file_size(file);
+            if (fs < 0) mt_die("%s: %s (give --size=N to create it)", file, strerror(errno));
+            size = (uint64_t)fs;
+        } else {
+            int what = mt_ensure_pattern_file(file, size, overwrite);
+            if (what != MT_FILE_KEPT) b.file_is_pattern = 1;
+        }
+    }
+    if (size == 0) mt_die("nothing to read: size 0");
+    b.size = size;
+    b.buf_len = (size_t)((size + PREAD_CHUNK - 1) / PREAD_CHUNK * PREAD_CHUNK);
+    b.buf = (uint8_t*)mt_alloc(b.buf_len);
+
+    memtier_config_t cfg;
+    mt_check(memtier_config_default(&cfg), "memtier_config_default");
+    cfg.cache_enabled = 0;
+    mt_check(memtier_init(&cfg, &b.ctx), "memtier_init");
+    memtier_config_t eff;
+    mt_check(memtier_get_config(b.ctx, &eff, sizeof eff), "memtier_get_config");
+    const uint64_t budget = eff.cache_enabled ? eff.cache_bytes : 0;
+
+    const int fio_ok = find_in_path("fio");
+    pass_t passes[2];
+    int npasses = 0, ok = 1;
+    uint64_t overhead = 0;
+    memset(passes, 0, sizeof passes);
+    if (do_warm) {
+        passes[npasses].cold = 0;
+        run_pass(&b, &passes[npasses++], modes, nmodes, (int)repeat, fio_ok, &overhead, &ok);
+    }
+    if (do_cold) {
+        passes[npasses].cold = 1;
+        run_pass(&b, &passes[npasses++], modes, nmodes, (int)repeat, fio_ok, &overhead, &ok);
+    }
+    if (b.file_is_pattern < 0) {
+        /* A file we did not write: it is a pattern file if the posix read says so. */
+        for (int i = 0; i < npasses; i++)
+            if (passes[i].m[M_POSIX].ran) b.file_is_pattern = passes[i].m[M_POSIX].verified == 1;
+        if (b.file_is_pattern == 1) {
+            for (int i = 0; i < npasses; i++)
+                for (int mi = 0; mi < nmodes; mi++)
+                    if (passes[i].m[modes[mi]].verified == 0) ok = 0;
+        } else {
+            for (int i = 0; i < npasses; i++)
+                for (int mi = 0; mi < nmodes; mi++) {
+                    const mode_result_t* r = &passes[i].m[modes[mi]];
+                    if (r->verified >= 0 && passes[i].m[M_POSIX].ran &&
+                        r->checksum != passes[i].m[M_POSIX].checksum)
+                        ok = 0;
+                }
+        }
+    }
+    const uint64_t peak = mt_peak_rss_bytes();
+    const int rss_ok = overhead <= budget + 64 * MT_MIB;
+    const uint64_t pattern_sum = b.file_is_pattern == 1 ? mt_pattern_checksum(size) : 0;
+
+    memtier_stats_t st;
+    mt_check(memtier_stats(b.ctx, &st), "memtier_stats");
+
+    if (json) {
+        mt_json_t j;
+        mt_json_begin(&j, stdout);
+        mt_json_str(&j, "benchmark", "bench_large_read");
+        mt_json_str(&j, "memtier_version", memtier_version());
+        mt_json_str(&j, "file", b.path);
+        mt_json_u64(&j, "size", size);
+        mt_json_str(&j, "mode", mode);
+        mt_json_i64(&j, "repeat", repeat);
+        mt_json_str(&j, "gb", "1e9 bytes");
+        mt_json_str(&j, "seconds", "median of repeat runs");
+        mt_json_str(&j, "ratio", "GB/s of the mode / GB/s of the baseline, same run");
+        mt_json_str(&j, "checksum_algorithm", MT_CHECKSUM_NAME);
+        mt_json_str(&j, "checksum_definition", MT_CHECKSUM_DESC);
+        if (b.file_is_pattern == 1) mt_json_hex(&j, "pattern_checksum", pattern_sum);
+        mt_json_bool(&j, "file_is_pattern", b.file_is_pattern == 1);
+        mt_json_arr(&j, "passes");
+        for (int i = 0; i < npasses; i++) json_pass(&j, &b, &passes[i], modes, nmodes);
+        mt_json_arr_end(&j);
+        mt_json_obj(&j, "memory");
+        mt_json_u64(&j, "peak_rss_bytes", peak);
+        mt_json_u64(&j, "result_buffer_bytes", b.buf_len);
+        mt_json_u64(&j, "memtier_peak_overhead_bytes", overhead);
+        mt_json_u64(&j, "cache_budget_bytes", budget);
+        mt_json_bool(&j, "rss_ok", rss_ok);
+        mt_json_obj_end(&j);
+        mt_json_stats(&j, "memtier_stats", &st);
+        mt_json_bool(&j, "ok", ok);
+        mt_json_end(&j);
+    } else {
+        char x[32], y[32], z[32];
+        printf("bench_large_read: MemTier %s; %s, %" PRIu64 " bytes (%s), repeat %ld\n", memtier_version(),
+               b.path, size, mt_fmt_bytes(x, sizeof x, size), repeat);
+        printf("seconds = median of %ld runs; GB/s = 1e9 B/s; ratio = GB/s / GB/s of the baseline in this run\n",
+               repeat);
+        for (int i = 0; i < npasses; i++) print_pass(&b, &passes[i], modes, nmodes);
+        if (b.file_is_pattern == 1)
+            printf("\npattern checksum %s 0x%016" PRIx64 "%s\n  (%s)\n", MT_CHECKSUM_NAME, pattern_sum,
+                   ok ? "; every verified buffer matched the pattern" : "", MT_CHECKSUM_DESC);
+        else
+            printf("\nnote: %s is not an experiment-pattern file: modes were compared by checksum with posix\n",
+                   b.path);
+        printf("memory: peak RSS %s (result buffer %s); MemTier peak overhead %s; cache budget %s -> %s\n",
+               mt_fmt_bytes(x, sizeof x, peak), mt_fmt_bytes(y, sizeof y, b.buf_len),
+               mt_fmt_bytes(z, sizeof z, overhead), mt_fmt_bytes((char[32]){0}, 32, budget),
+               rss_ok ? "rss_ok" : "rss_over_budget");
+        printf("%s\n", ok ? "bench_large_read: OK" : "bench_large_read: FAILED (wrong bytes or a memtier error)");
+    }
+    free(b.buf);
+    mt_check(memtier_finalize(b.ctx), "memtier_finalize");
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# rebuild.sh [build_dir] [extra cmake args...]
+#
+# One-click clean rebuild: removes build_dir (default: <repo>/build), configures
+# with the extra arguments, builds with every core and runs ctest. Exits
+# non-zero on the first failure. Works from any directory.
+#
+#   ./scripts/rebuild.sh
+#   ./scripts/rebuild.sh ./build -DMEMTIER_ENABLE_CUDA=ON
+#   CTEST_ARGS="-L abi" ./scripts/rebuild.sh /tmp/mt-build
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+
+build="$root/build"
+if [[ $# -gt 0 && $1 != -* ]]; then
+  build=$1
+  shift
+fi
+# An explicit relative build dir is relative to the caller's directory.
+mkdir -p "$build"
+build=$(cd "$build" && pwd -P)
+
+# Refuse to delete something that is not a build directory.
+case "$build" in
+  / | "$root" | "$HOME" | "$(dirname "$root")")
+    echo "rebuild.sh: refusing to remove '$build'" >&2
+    exit 2 ;;
+esac
+if [[ -n $(ls -A "$build") && ! -f $build/CMakeCache.txt ]]; then
+  echo "rebuild.sh: '$build' is not empty and has no CMakeCache.txt; not removing it" >&2
+  exit 2
+fi
+
+jobs=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+
+echo "== removing $build"
+rm -rf "$build"
+echo "== configuring: cmake -S $root -B $build $*"
+cmake -S "$root" -B "$build" "$@"
+echo "== building with $jobs jobs"
+cmake --build "$build" --parallel "$jobs"
+echo "== testing"
+cd "$build"
+# shellcheck disable=SC2086
+ctest --output-on-failure ${CTEST_ARGS:-}
+echo "== rebuild.sh: build and tests passed ($build)"
