@@ -182,6 +182,28 @@ func (c *Cache) Acquire(fileID, index uint64, create bool) *Block {
 
 // Peek is Acquire(fileID, index, false) without touching stats or the access
 // frequency; the engine uses it to plan reads. A non-nil result is pinned and
+
+// Touch is Acquire(create=false) without stats: it pins the block and bumps
+// its access frequency (so S3-FIFO sees the use) but counts neither a hit nor
+// a miss. The engine's inline hit path uses it and counts the hits itself, so
+// a block that turns out to need filling is counted once, by the Acquire that
+// fills it. Returns nil if absent or closed. Safe for concurrent use.
+func (c *Cache) Touch(fileID, index uint64) *Block {
+	s := c.shardFor(fileID, index)
+	s.mu.Lock()
+	b := s.m[key{fileID, index}]
+	if b != nil && !c.closed.Load() {
+		b.pins.Add(1)
+		if b.freq < maxFreq {
+			b.freq++
+		}
+	} else {
+		b = nil
+	}
+	s.mu.Unlock()
+	return b
+}
+
 // must be Released exactly once. Safe for concurrent use.
 func (c *Cache) Peek(fileID, index uint64) *Block {
 	s := c.shardFor(fileID, index)

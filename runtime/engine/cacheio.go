@@ -18,15 +18,59 @@ func (c *Context) serveCached(f *files.File, off, size uint64, dst []byte, path 
 		err := c.serveBlock(f, off, size, dst, path, first, &s)
 		return s, err
 	}
-	per := make([]served, last-first+1)
-	err := c.rd.Run(len(per), c.opts.IOThreads, func(i int) error {
-		return c.serveBlock(f, off, size, dst, path, first+uint64(i), &per[i])
-	})
 	var total served
+	todo := make([]uint64, 0, last-first+1)
+	if dst != nil && size < parallelCopyMin {
+		// Copy the valid blocks inline: a hit is a memcpy bound by memory
+		// bandwidth, so waking helpers for a few MiB costs more than it gains.
+		for idx := first; idx <= last; idx++ {
+			if !c.copyIfValid(f, off, size, dst, idx, &total) {
+				todo = append(todo, idx)
+			}
+		}
+	} else {
+		for idx := first; idx <= last; idx++ {
+			todo = append(todo, idx)
+		}
+	}
+	if len(todo) == 0 {
+		return total, nil
+	}
+	per := make([]served, len(todo))
+	err := c.rd.Run(len(todo), c.opts.IOThreads, func(i int) error {
+		return c.serveBlock(f, off, size, dst, path, todo[i], &per[i])
+	})
 	for _, s := range per {
 		total.add(s)
 	}
 	return total, err
+}
+
+// parallelCopyMin: cached requests at least this large copy their blocks on
+// several workers (two threads add ~20% of memory bandwidth here, and waking
+// helpers costs tens of microseconds).
+const parallelCopyMin = 64 << 20
+
+// copyIfValid copies the part of the request inside block idx when the block
+// holds all of it, counting the hit; reports whether it did.
+func (c *Context) copyIfValid(f *files.File, off, size uint64, dst []byte, idx uint64, out *served) bool {
+	bs := c.cache.BlockSize()
+	blo := idx * bs
+	lo := max(off, blo) - blo
+	hi := min(off+size, blo+bs) - blo
+	blk := c.cache.Touch(f.ID, idx)
+	if blk == nil {
+		return false
+	}
+	defer blk.Release()
+	if !blk.Covers(int(lo), int(hi)) {
+		return false
+	}
+	dpos := blo + lo - off
+	copy(dst[dpos:dpos+hi-lo], blk.Data()[lo:hi])
+	c.st.CacheHits.Add(1)
+	out.cache += hi - lo
+	return true
 }
 
 // serveBlock serves the part of [off, off+size) inside cache block idx,

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"runtime"
 	"sort"
 
 	"github.com/memtier/memtier/gpu"
+	"github.com/memtier/memtier/runtime/cache"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
@@ -28,6 +30,7 @@ type readvGroup struct {
 	f       *files.File
 	members []int // indices into v, sorted by offset
 	lo, hi  uint64
+	done    bool // served in phase 1
 }
 
 // ReadV serves every element of v; elements of the same file are sorted by
@@ -97,10 +100,26 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 			f.Release()
 		}
 	}()
-	runErr := c.rd.Run(len(groups), c.opts.SmallIODepth, func(gi int) error {
-		c.readGroup(v, &groups[gi])
+	// Phase 1, on as many workers as CPUs: groups already in the DRAM cache
+	// or the page cache are served without blocking; the page-cache probe of
+	// a cold group starts its readahead, so phase 2 waits on I/O in flight.
+	cold := make([]int, 0, len(groups))
+	runErr := c.rd.Run(len(groups), runtime.GOMAXPROCS(0), func(gi int) error {
+		c.readGroupNoWait(v, &groups[gi])
 		return nil
 	})
+	if runErr == nil {
+		for gi := range groups {
+			if !groups[gi].done {
+				cold = append(cold, gi)
+			}
+		}
+		// Phase 2: the cold groups, SmallIODepth blocking reads at a time.
+		runErr = c.rd.Run(len(cold), c.opts.SmallIODepth, func(i int) error {
+			c.readGroup(v, &groups[cold[i]])
+			return nil
+		})
+	}
 	if runErr != nil { // a recovered panic: mark what was not finished
 		for _, g := range groups {
 			for _, i := range g.members {
@@ -116,6 +135,81 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 		}
 	}
 	return nil
+}
+
+// readGroupNoWait serves g if it can without blocking on the disk: from the
+// DRAM cache when every block is valid, else from the page cache with one
+// RWF_NOWAIT pread. Bytes found only in the page cache are not admitted into
+// the DRAM cache: it keeps what was expensive to get. Sets g.done when served.
+func (c *Context) readGroupNoWait(v []IOVec, g *readvGroup) {
+	buf, single := c.groupBuffer(v, g)
+	var s served
+	if c.cache != nil && c.cachedRange(g.f, g.lo, buf) {
+		s.cache = uint64(len(buf))
+	} else if c.rd.PreadNowait(g.f.FD, buf, int64(g.lo)) {
+		s.buffered = uint64(len(buf))
+	} else {
+		return
+	}
+	c.st.CoalescedReads.Add(1)
+	c.scatter(v, g, buf, single, s)
+	g.done = true
+}
+
+// groupBuffer returns where g's range is read: the member's own dst for a
+// single-member group, else a temporary buffer (bounded by maxCoalesce).
+func (c *Context) groupBuffer(v []IOVec, g *readvGroup) ([]byte, bool) {
+	if len(g.members) == 1 {
+		e := &v[g.members[0]]
+		return e.Dst[:e.Size], true
+	}
+	return make([]byte, g.hi-g.lo), false
+}
+
+// scatter copies a group's bytes to its members and records their results.
+func (c *Context) scatter(v []IOVec, g *readvGroup, buf []byte, single bool, s served) {
+	for _, i := range g.members {
+		e := &v[i]
+		if !single {
+			copy(e.Dst[:e.Size], buf[e.Off-g.lo:e.Off-g.lo+e.Size])
+		}
+		e.Result = int64(e.Size)
+		c.account(share(s, e.Size))
+	}
+}
+
+// cachedRange copies [off, off+len(dst)) out of the DRAM cache if every block
+// of it is valid, counting the hits; otherwise it copies nothing.
+func (c *Context) cachedRange(f *files.File, off uint64, dst []byte) bool {
+	bs := c.cache.BlockSize()
+	end := off + uint64(len(dst))
+	if (end-1)/bs-off/bs > 1 {
+		return false // only small ranges: big ones go through serve
+	}
+	var blks [2]*cache.Block
+	n := 0
+	defer func() {
+		for _, b := range blks[:n] {
+			b.Release()
+		}
+	}()
+	for blo := off / bs * bs; blo < end; blo += bs {
+		b := c.cache.Peek(f.ID, blo/bs)
+		if b == nil {
+			return false
+		}
+		blks[n] = b
+		n++
+		if !b.Covers(int(max(off, blo)-blo), int(min(end, blo+bs)-blo)) {
+			return false
+		}
+	}
+	for i, blo := 0, off/bs*bs; blo < end; i, blo = i+1, blo+bs {
+		lo, hi := max(off, blo), min(end, blo+bs)
+		copy(dst[lo-off:hi-off], blks[i].Data()[lo-blo:hi-blo])
+		c.st.CacheHits.Add(1)
+	}
+	return true
 }
 
 // readGroup reads one coalesced range and scatters it to its members.
