@@ -120,13 +120,16 @@ func checkEOF(f *files.File, off, size uint64) error {
 	return nil
 }
 
+// residencySamples: pages sampled to tell a warm range from a cold one.
+const residencySamples = 64
+
 // decide runs the policy for [off, off+len(dst)) of f, probing page-cache
 // residency only when the answer depends on it.
 func (c *Context) decide(f *files.File, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
 	in := policy.Input{Target: policy.TargetCPU, Size: size, Flags: flags, CachedBytes: cached,
 		DirectRefused: f.DirectRefused()}
 	if policy.NeedsResidency(c.pol, in) {
-		if n, err := iopath.Resident(f.FD, int64(off), int64(size)); err == nil {
+		if n, err := iopath.ResidentEstimate(f.FD, int64(off), int64(size), residencySamples); err == nil {
 			in.ResidentBytes, in.ResidentKnown = uint64(n), true
 		}
 	}

@@ -544,3 +544,29 @@ func TestResident(t *testing.T) {
 		t.Error("bad descriptor: no error")
 	}
 }
+
+func TestResidentEstimate_WarmAndCold(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "est.bin")
+	if err := os.WriteFile(path, make([]byte, 64<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < 64<<20; off += 1 << 20 {
+		unix.Pread(fd, buf, off)
+	}
+	if n, err := ResidentEstimate(fd, 0, 64<<20, 64); err != nil || n != 64<<20 {
+		t.Fatalf("warm estimate = %d, %v; want all", n, err)
+	}
+	unix.Fsync(fd)
+	if err := DropPageCache(fd, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ResidentEstimate(fd, 0, 64<<20, 64); err != nil || n > 32<<20 {
+		t.Fatalf("cold estimate = %d, %v; want under half", n, err)
+	}
+}

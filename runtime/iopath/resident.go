@@ -75,3 +75,40 @@ func DropPageCache(fd int, off, n int64) error {
 	}
 	return nil
 }
+
+// ResidentEstimate estimates how many bytes of [off, off+n) of fd are in the
+// page cache by asking mincore about at most samples pages spread evenly over
+// the range. A full Resident scan walks every page (about 15 ms per GiB here),
+// which is a sixth of reading that GiB from the page cache; the policy only
+// needs "mostly warm or mostly cold", and 64 samples cost tens of microseconds.
+// Failures return (0, err) like Resident. Safe for concurrent use.
+func ResidentEstimate(fd int, off, n int64, samples int) (int64, error) {
+	ps := int64(unix.Getpagesize())
+	if samples < 1 || n <= int64(samples)*ps {
+		return Resident(fd, off, n)
+	}
+	if off < 0 || n < 0 || off > math.MaxInt64-n-ps {
+		return 0, errs.At(errs.InvalidArg, "mincore", "", off, "bad range of %d bytes", n)
+	}
+	start := alignDown(off, ps)
+	length := off + n - start
+	base, err := unix.MmapPtr(fd, start, nil, uintptr(length), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, errs.FromErrno("mmap", "", off, err)
+	}
+	defer unix.MunmapPtr(base, uintptr(length))
+	var vec [1]byte
+	hits := 0
+	step := alignDown(length/int64(samples), ps)
+	for k := 0; k < samples; k++ {
+		_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(base)+uintptr(int64(k)*step), uintptr(ps),
+			uintptr(unsafe.Pointer(&vec[0])))
+		if e != 0 {
+			return 0, errs.FromErrno("mincore", "", off, e)
+		}
+		if vec[0]&1 != 0 {
+			hits++
+		}
+	}
+	return n * int64(hits) / int64(samples), nil
+}
