@@ -15,44 +15,34 @@ import (
 )
 
 //export mtgo_read_async
-func mtgo_read_async(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Pointer, target C.int, flags C.uint32_t, reqOut *C.uint64_t) (rc C.int) {
-	var ctx *engine.Context
-	defer catch(&rc, &ctx)
-	ctx, err := lookupContext(uint64(id))
-	if err != nil {
-		return finish(nil, err)
-	}
-	switch {
-	case path == nil:
-		return invalid(ctx, "memtier_read_async", "path is NULL")
-	case dst == nil && size > 0:
-		return invalid(ctx, "memtier_read_async", "dst is NULL for a %d-byte read", uint64(size))
-	}
-	r, err := ctx.ReadAsync(goPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
-	if err != nil {
-		return finish(ctx, err)
-	}
-	*reqOut = C.uint64_t(addRequest(uint64(id), r))
-	return 0
+func mtgo_read_async(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Pointer, target C.int, flags C.uint32_t, reqOut *C.uint64_t) C.int {
+	return call(id, func(ctx *engine.Context) error {
+		switch {
+		case path == nil:
+			return badArg("memtier_read_async", "path is NULL")
+		case dst == nil && size > 0:
+			return badArg("memtier_read_async", "dst is NULL for a %d-byte read", uint64(size))
+		}
+		r, err := ctx.ReadAsync(goPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
+		if err == nil {
+			*reqOut = C.uint64_t(addRequest(uint64(id), r))
+		}
+		return err
+	})
 }
 
 //export mtgo_prefetch_async
-func mtgo_prefetch_async(id C.uint64_t, path *C.char, off, size C.uint64_t, flags C.uint32_t, reqOut *C.uint64_t) (rc C.int) {
-	var ctx *engine.Context
-	defer catch(&rc, &ctx)
-	ctx, err := lookupContext(uint64(id))
-	if err != nil {
-		return finish(nil, err)
-	}
-	if path == nil {
-		return invalid(ctx, "memtier_prefetch_async", "path is NULL")
-	}
-	r, err := ctx.PrefetchAsync(goPath(path), uint64(off), uint64(size), uint32(flags))
-	if err != nil {
-		return finish(ctx, err)
-	}
-	*reqOut = C.uint64_t(addRequest(uint64(id), r))
-	return 0
+func mtgo_prefetch_async(id C.uint64_t, path *C.char, off, size C.uint64_t, flags C.uint32_t, reqOut *C.uint64_t) C.int {
+	return call(id, func(ctx *engine.Context) error {
+		if path == nil {
+			return badArg("memtier_prefetch_async", "path is NULL")
+		}
+		r, err := ctx.PrefetchAsync(goPath(path), uint64(off), uint64(size), uint32(flags))
+		if err == nil {
+			*reqOut = C.uint64_t(addRequest(uint64(id), r))
+		}
+		return err
+	})
 }
 
 // mtgo_request_wait serves both wait and test (test != 0: a running request

@@ -83,29 +83,19 @@ func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t,
 }
 
 //export mtgo_prefetch
-func mtgo_prefetch(id C.uint64_t, path *C.char, off, size C.uint64_t, flags C.uint32_t) (rc C.int) {
-	var ctx *engine.Context
-	defer catch(&rc, &ctx)
-	ctx, err := lookupContext(uint64(id))
-	if err != nil {
-		return finish(nil, err)
-	}
-	if path == nil {
-		return invalid(ctx, "memtier_prefetch", "path is NULL")
-	}
-	_, err = ctx.Prefetch(goPath(path), uint64(off), uint64(size), uint32(flags))
-	return finish(ctx, err)
+func mtgo_prefetch(id C.uint64_t, path *C.char, off, size C.uint64_t, flags C.uint32_t) C.int {
+	return call(id, func(ctx *engine.Context) error {
+		if path == nil {
+			return badArg("memtier_prefetch", "path is NULL")
+		}
+		_, err := ctx.Prefetch(goPath(path), uint64(off), uint64(size), uint32(flags))
+		return err
+	})
 }
 
 //export mtgo_drop_cache
-func mtgo_drop_cache(id C.uint64_t, path *C.char) (rc C.int) {
-	var ctx *engine.Context
-	defer catch(&rc, &ctx)
-	ctx, err := lookupContext(uint64(id))
-	if err != nil {
-		return finish(nil, err)
-	}
-	return finish(ctx, ctx.DropCache(goPath(path)))
+func mtgo_drop_cache(id C.uint64_t, path *C.char) C.int {
+	return call(id, func(ctx *engine.Context) error { return ctx.DropCache(goPath(path)) })
 }
 
 //export mtgo_explain

@@ -47,35 +47,28 @@ func mtgo_stats(id C.uint64_t, st *C.memtier_stats_t) (rc C.int) {
 }
 
 //export mtgo_stats_reset
-func mtgo_stats_reset(id C.uint64_t) (rc C.int) {
-	defer catch(&rc, nil)
-	ctx, err := lookupContext(uint64(id))
-	if err != nil {
-		return finish(nil, err)
-	}
-	ctx.ResetStats()
-	return 0
+func mtgo_stats_reset(id C.uint64_t) C.int {
+	return call(id, func(ctx *engine.Context) error {
+		ctx.ResetStats()
+		return nil
+	})
 }
 
 //export mtgo_debug_hook
-func mtgo_debug_hook(id C.uint64_t, hook C.int) (rc C.int) {
-	var ctx *engine.Context
-	defer catch(&rc, &ctx)
-	ctx, err := lookupContext(uint64(id))
-	if err != nil {
-		return finish(nil, err)
-	}
-	if !ctx.TestHooks() {
-		return finish(ctx, errs.New(errs.Unsupported, "memtier_debug_hook", "test hooks are off (start the process with MEMTIER_TEST_HOOKS=1)"))
-	}
-	switch hook {
-	case debugPanicExport:
-		panic("memtier_debug_hook: injected panic in an exported call")
-	case debugPanicWorker:
-		ctx.DebugPanicWorker()
-		return 0
-	}
-	return invalid(ctx, "memtier_debug_hook", "unknown hook %d", int(hook))
+func mtgo_debug_hook(id C.uint64_t, hook C.int) C.int {
+	return call(id, func(ctx *engine.Context) error {
+		if !ctx.TestHooks() {
+			return errs.New(errs.Unsupported, "memtier_debug_hook", "test hooks are off (start the process with MEMTIER_TEST_HOOKS=1)")
+		}
+		switch hook {
+		case debugPanicExport:
+			panic("memtier_debug_hook: injected panic in an exported call")
+		case debugPanicWorker:
+			ctx.DebugPanicWorker()
+			return nil
+		}
+		return badArg("memtier_debug_hook", "unknown hook %d", int(hook))
+	})
 }
 
 // mtgo_note_error counts an argument error that memtier.c found before

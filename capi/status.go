@@ -2,6 +2,7 @@ package main
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../include
+#include <stdint.h>
 #include <stdlib.h>
 #include "bridge.h"
 */
@@ -51,7 +52,25 @@ func catch(rc *C.int, ctx **engine.Context) {
 
 // invalid reports a bad argument detected at the boundary.
 func invalid(ctx *engine.Context, op, format string, args ...any) C.int {
-	return finish(ctx, errs.New(errs.InvalidArg, op, "%s", fmt.Sprintf(format, args...)))
+	return finish(ctx, badArg(op, format, args...))
+}
+
+// badArg is the error of a bad argument detected at the boundary.
+func badArg(op, format string, args ...any) error {
+	return errs.New(errs.InvalidArg, op, "%s", fmt.Sprintf(format, args...))
+}
+
+// call runs fn with the context behind id: an unknown id is CLOSED, a panic is
+// INTERNAL, and fn's error becomes the status (counted in the context's
+// stats). The hot read export does the same inline to avoid the closure.
+func call(id C.uint64_t, fn func(ctx *engine.Context) error) (rc C.int) {
+	var ctx *engine.Context
+	defer catch(&rc, &ctx)
+	ctx, err := lookupContext(uint64(id))
+	if err != nil {
+		return finish(nil, err)
+	}
+	return finish(ctx, fn(ctx))
 }
 
 // cgetenv reads the live process environment through libc, so variables set

@@ -188,13 +188,17 @@ func (c *Cache) Acquire(fileID, index uint64, create bool) *Block {
 // a miss. The engine's inline hit path uses it and counts the hits itself, so
 // a block that turns out to need filling is counted once, by the Acquire that
 // fills it. Returns nil if absent or closed. Safe for concurrent use.
-func (c *Cache) Touch(fileID, index uint64) *Block {
+func (c *Cache) Touch(fileID, index uint64) *Block { return c.pin(fileID, index, true) }
+
+// pin pins the block (fileID, index) if present, bumping its frequency when
+// bump is set; no stats.
+func (c *Cache) pin(fileID, index uint64, bump bool) *Block {
 	s := c.shardFor(fileID, index)
 	s.mu.Lock()
 	b := s.m[key{fileID, index}]
 	if b != nil && !c.closed.Load() {
 		b.pins.Add(1)
-		if b.freq < maxFreq {
+		if bump && b.freq < maxFreq {
 			b.freq++
 		}
 	} else {
@@ -205,18 +209,7 @@ func (c *Cache) Touch(fileID, index uint64) *Block {
 }
 
 // must be Released exactly once. Safe for concurrent use.
-func (c *Cache) Peek(fileID, index uint64) *Block {
-	s := c.shardFor(fileID, index)
-	s.mu.Lock()
-	b := s.m[key{fileID, index}]
-	if b != nil && !c.closed.Load() {
-		b.pins.Add(1)
-	} else {
-		b = nil
-	}
-	s.mu.Unlock()
-	return b
-}
+func (c *Cache) Peek(fileID, index uint64) *Block { return c.pin(fileID, index, false) }
 
 // insertLocked makes room for, links and returns a new pinned block k, or nil.
 // s.mu must be held.

@@ -28,16 +28,9 @@ func Resident(fd int, off, n int64) (int64, error) {
 		return 0, nil
 	}
 	ps := int64(unix.Getpagesize())
-	if off < 0 || n < 0 || off > math.MaxInt64-n-ps {
-		return 0, errs.At(errs.InvalidArg, "mincore", "", off, "bad range of %d bytes", n)
-	}
-	start := alignDown(off, ps)
-	length := off + n - start
-	// MmapPtr, not Mmap: Mmap records every mapping in a global map under a
-	// mutex, which this short-lived probe does not need.
-	base, err := unix.MmapPtr(fd, start, nil, uintptr(length), unix.PROT_READ, unix.MAP_SHARED)
+	base, start, length, err := mapRange(fd, off, n)
 	if err != nil {
-		return 0, errs.FromErrno("mmap", "", off, err)
+		return 0, err
 	}
 	defer unix.MunmapPtr(base, uintptr(length))
 
@@ -87,14 +80,9 @@ func ResidentEstimate(fd int, off, n int64, samples int) (int64, error) {
 	if samples < 1 || n <= int64(samples)*ps {
 		return Resident(fd, off, n)
 	}
-	if off < 0 || n < 0 || off > math.MaxInt64-n-ps {
-		return 0, errs.At(errs.InvalidArg, "mincore", "", off, "bad range of %d bytes", n)
-	}
-	start := alignDown(off, ps)
-	length := off + n - start
-	base, err := unix.MmapPtr(fd, start, nil, uintptr(length), unix.PROT_READ, unix.MAP_SHARED)
+	base, _, length, err := mapRange(fd, off, n)
 	if err != nil {
-		return 0, errs.FromErrno("mmap", "", off, err)
+		return 0, err
 	}
 	defer unix.MunmapPtr(base, uintptr(length))
 	var vec [1]byte
@@ -111,4 +99,22 @@ func ResidentEstimate(fd int, off, n int64, samples int) (int64, error) {
 		}
 	}
 	return n * int64(hits) / int64(samples), nil
+}
+
+// mapRange maps the pages covering [off, off+n) of fd PROT_READ for mincore,
+// without touching them. MmapPtr, not Mmap: Mmap records every mapping in a
+// global map under a mutex, which these short-lived probes do not need. The
+// caller unmaps base/length.
+func mapRange(fd int, off, n int64) (base unsafe.Pointer, start, length int64, err error) {
+	ps := int64(unix.Getpagesize())
+	if off < 0 || n < 0 || off > math.MaxInt64-n-ps {
+		return nil, 0, 0, errs.At(errs.InvalidArg, "mincore", "", off, "bad range of %d bytes", n)
+	}
+	start = alignDown(off, ps)
+	length = off + n - start
+	base, err = unix.MmapPtr(fd, start, nil, uintptr(length), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, 0, 0, errs.FromErrno("mmap", "", off, err)
+	}
+	return base, start, length, nil
 }
