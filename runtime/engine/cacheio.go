@@ -102,27 +102,30 @@ func (c *Context) serveBlock(f *files.File, off, size uint64, dst []byte, path i
 	}
 	fileSize := uint64(f.Ident.Size)
 	var fillPath served
-	filled, err := blk.Fill(int(lo), int(hi), func(p []byte, boff int) error {
+	var fresh uint64 // bytes of [lo, hi) this call read from storage
+	_, err := blk.Fill(int(lo), int(hi), func(p []byte, boff int) error {
 		if avail := fileSize - blo - uint64(boff); uint64(len(p)) > avail {
 			p = p[:avail] // the page holding end of file: read what exists
 		}
 		s, err := c.storage(f, p, blo+uint64(boff), path)
+		if err == nil {
+			run0, run1 := uint64(boff), uint64(boff)+uint64(len(p))
+			fresh += min(run1, hi) - min(max(run0, lo), min(run1, hi))
+			c.st.CacheInsertedBytes.Add(uint64(len(p)))
+			out.fetched += uint64(len(p))
+		}
 		fillPath.add(s)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	c.st.CacheInsertedBytes.Add(uint64(filled))
 	copy(part, blk.Data()[lo:hi])
-	n := hi - lo
-	switch {
-	case filled == 0: // another request filled it meanwhile
-		out.cache += n
-	case fillPath.direct > 0:
-		out.direct += n
-	default:
-		out.buffered += n
+	out.cache += hi - lo - fresh // pages another request had already filled
+	if fillPath.direct > 0 {
+		out.direct += fresh
+	} else {
+		out.buffered += fresh
 	}
 	return nil
 }

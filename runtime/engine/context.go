@@ -142,11 +142,10 @@ func (c *Context) DropCache(path string) error {
 	for _, id := range ids {
 		c.cache.DropFile(id)
 	}
-	// A file still referenced by another call keeps its descriptor; its
-	// blocks must go anyway, so look its current version up too.
-	if f, _, err := c.files.Acquire(path); err == nil {
-		c.cache.DropFile(f.ID)
-		f.Release()
+	// Blocks outlive descriptors (a file's ID comes from its identity), so
+	// also drop the current version's blocks by a stat, without opening it.
+	if id, err := files.VersionOf(path); err == nil {
+		c.cache.DropFile(id)
 	}
 	return nil
 }

@@ -378,3 +378,32 @@ func TestStale_SymlinkSwapWithPathRecheckEveryCall(t *testing.T) {
 		t.Fatalf("after symlink swap: %v %d", err, buf[0])
 	}
 }
+
+func TestStats_PartlyCachedReadCountsEachPath(t *testing.T) {
+	path := writeP(t, 1<<20)
+	c := newCtx(t, nil)
+	buf := make([]byte, 65536)
+	if err := c.Read(path, 0, 4096, buf, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Read(path, 0, 65536, buf, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Stats()
+	if s.BufferedBytes != 4096+61440 || s.CacheHitBytes != 4096 || s.StorageBytes != 65536 || s.Requests != 2 {
+		t.Fatalf("buffered=%d cache_hit=%d storage=%d requests=%d", s.BufferedBytes, s.CacheHitBytes, s.StorageBytes, s.Requests)
+	}
+	n, err := c.Prefetch(path, 0, 0, 0)
+	if err != nil || n != 1<<20-65536 {
+		t.Fatalf("prefetch brought in %d bytes (%v), want %d", n, err, 1<<20-65536)
+	}
+	if s := c.Stats(); s.PrefetchBytes != 1<<20-65536 {
+		t.Fatalf("prefetch_bytes = %d", s.PrefetchBytes)
+	}
+	if err := c.DropCache(path); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.CacheResidentBytes != 0 {
+		t.Fatalf("resident after drop = %d", s.CacheResidentBytes)
+	}
+}

@@ -54,7 +54,7 @@ func (c *Context) prefetch(path string, off, size uint64, flags uint32) (uint64,
 		off = (end - budget + bs - 1) / bs * bs
 	}
 	s, err := c.serve(f, off, end-off, nil, 0, true)
-	n := s.buffered + s.direct
+	n := s.fetched
 	c.st.PrefetchBytes.Add(n)
 	return n, err
 }

@@ -13,6 +13,7 @@ import (
 // served counts the bytes of one request by the path that delivered them.
 type served struct {
 	cache, buffered, direct uint64
+	fetched                 uint64 // bytes read from storage into cache blocks
 }
 
 // account records the bytes of one successful request by the paths that
@@ -186,4 +187,5 @@ func (s *served) add(o served) {
 	s.cache += o.cache
 	s.buffered += o.buffered
 	s.direct += o.direct
+	s.fetched += o.fetched
 }

@@ -535,3 +535,14 @@ func (t *Table) acquireFast(path string) *File {
 	f.lastUse.Store(t.tick.Add(1))
 	return f
 }
+
+// VersionOf returns the ID that path's current version has (or would have)
+// in any Table, from one stat and without opening the file, so a caller can
+// drop cache blocks of a file whose descriptor is no longer open.
+func VersionOf(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := retryEINTR(func() error { return statPath(path, &st) }); err != nil {
+		return 0, errs.FromErrno("stat", path, -1, err)
+	}
+	return versionID(identOf(&st)), nil
+}
