@@ -22,6 +22,10 @@ type IOVec struct {
 	Err    error
 }
 
+// phase1ParallelMin: below this many groups, phase 1 runs on the caller
+// alone (a helper's wake-up is tens of microseconds to a millisecond here).
+const phase1ParallelMin = 64
+
 // maxCoalesce bounds the span of one coalesced read so that merging adjacent
 // elements never needs a temporary buffer larger than one task.
 func (c *Context) maxCoalesce() uint64 { return c.opts.TaskBytes }
@@ -104,7 +108,11 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 	// or the page cache are served without blocking; the page-cache probe of
 	// a cold group starts its readahead, so phase 2 waits on I/O in flight.
 	cold := make([]int, 0, len(groups))
-	runErr := c.rd.Run(len(groups), runtime.GOMAXPROCS(0), func(gi int) error {
+	par := 1 // waking a helper costs more than a few page-cache reads
+	if len(groups) >= phase1ParallelMin {
+		par = runtime.GOMAXPROCS(0)
+	}
+	runErr := c.rd.Run(len(groups), par, func(gi int) error {
 		c.readGroupNoWait(v, &groups[gi])
 		return nil
 	})
