@@ -22,6 +22,10 @@ func hostSlice(p unsafe.Pointer, n uint64) []byte {
 	return unsafe.Slice((*byte)(p), n)
 }
 
+// maxReadvElements bounds one memtier_readv batch (it is also far beyond
+// what one batch should hold: the Go copy of the array is 88 bytes per element).
+const maxReadvElements = 1 << 24
+
 // goPath copies a C path; NULL gives "".
 func goPath(p *C.char) string {
 	if p == nil {
@@ -34,6 +38,7 @@ func goPath(p *C.char) string {
 func mtgo_read(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Pointer, target C.int, flags C.uint32_t) (rc C.int) {
 	var ctx *engine.Context
 	defer catch(&rc, &ctx)
+	defer guardFaults()()
 	ctx, err := lookupContext(uint64(id))
 	if err != nil {
 		return finish(nil, err)
@@ -54,12 +59,16 @@ func mtgo_read(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Poi
 func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t, target C.int) (rc C.int) {
 	var ctx *engine.Context
 	defer catch(&rc, &ctx)
+	defer guardFaults()()
 	ctx, err := lookupContext(uint64(id))
 	if err != nil {
 		return finish(nil, err)
 	}
 	if n == 0 {
 		return 0
+	}
+	if n > maxReadvElements {
+		return invalid(ctx, "memtier_readv", "n = %d elements; at most %d per call", uint64(n), maxReadvElements)
 	}
 	cv := unsafe.Slice(iov, int(n))
 	def := goPath(path)
@@ -113,7 +122,7 @@ func mtgo_explain(id C.uint64_t, path *C.char, off, size C.uint64_t, dstAligned 
 	if err != nil && ex.Reason == "" {
 		return finish(ctx, err)
 	}
-	out.path = C.int32_t(ex.Path)
+	out.path = C.int32_t(ex.Path) // PathNone for a refused target
 	out.admit = 0
 	if ex.Admit {
 		out.admit = 1

@@ -76,7 +76,7 @@ const char* memtier_strerror(int status) {
     case MEMTIER_ERR_EOF: return "range past end of file";
     case MEMTIER_ERR_IO: return "I/O error";
     case MEMTIER_ERR_NOMEM: return "out of memory";
-    case MEMTIER_ERR_UNSUPPORTED: return "unsupported in this build or configuration";
+    case MEMTIER_ERR_UNSUPPORTED: return "unsupported in this build or configuration (e.g. GPU target)";
     case MEMTIER_ERR_CLOSED: return "context or request is finalized or unknown";
     case MEMTIER_ERR_BUSY: return "request still running";
     case MEMTIER_ERR_TIMEOUT: return "timed out";
@@ -85,6 +85,7 @@ const char* memtier_strerror(int status) {
     case MEMTIER_ERR_INTERNAL: return "internal error (recovered panic)";
     case MEMTIER_ERR_FORKED: return "called in a forked child process";
     case MEMTIER_ERR_DIRECT_IO: return "O_DIRECT required but refused by the file system";
+    case MEMTIER_ERR_NOT_REGULAR: return "not a regular file (device, FIFO, socket, procfs/sysfs)";
     }
     return "unknown status";
 }
@@ -256,6 +257,7 @@ int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint6
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_explain: ctx is NULL");
     if (out == NULL) return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_explain: out is NULL");
     memset(out, 0, sizeof(*out));
+    out->path = MEMTIER_PATH_NONE;
     int dst_aligned = ((uintptr_t)dst % 4096) == 0;
     return mtgo_explain(MT_ID(ctx), (char*)path, offset, size, dst_aligned, target, flags, out);
 }

@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime/debug"
 	"unsafe"
 
 	"github.com/memtier/memtier/runtime/engine"
@@ -46,8 +47,17 @@ func catch(rc *C.int, ctx **engine.Context) {
 		if ctx != nil {
 			c = *ctx
 		}
-		*rc = finish(c, errs.New(errs.Internal, "memtier", "panic: %v", p))
+		*rc = finish(c, errs.FromPanic("memtier", p))
 	}
+}
+
+// guardFaults makes a memory fault in this export's goroutine (a bad caller
+// pointer) a recoverable panic instead of a fatal error. The goroutine is the
+// caller's C thread for the duration of the call; the previous setting is
+// restored by the returned function.
+func guardFaults() func() {
+	old := debug.SetPanicOnFault(true)
+	return func() { debug.SetPanicOnFault(old) }
 }
 
 // invalid reports a bad argument detected at the boundary.
@@ -66,6 +76,7 @@ func badArg(op, format string, args ...any) error {
 func call(id C.uint64_t, fn func(ctx *engine.Context) error) (rc C.int) {
 	var ctx *engine.Context
 	defer catch(&rc, &ctx)
+	defer guardFaults()()
 	ctx, err := lookupContext(uint64(id))
 	if err != nil {
 		return finish(nil, err)

@@ -19,9 +19,11 @@
  * negative = error). memtier_strerror() names a status; memtier_last_error() gives
  * the detail (path, offset, errno text) of the last failure on the calling thread.
  *
- * Fork: the Go runtime inside libmemtier.so does not survive fork(). In a forked
- * child every function returns MEMTIER_ERR_FORKED at once, without entering Go.
- * Load and use MemTier after fork (or use spawn / forkserver in Python).
+ * Fork: the Go runtime inside libmemtier.so starts when the library is loaded
+ * (at program start when linked with -lmemtier) and does not survive fork(). In
+ * a forked child every function returns MEMTIER_ERR_FORKED at once, without
+ * entering Go, whether or not the parent called MemTier. Use MemTier in a freshly
+ * exec'd process (spawn / forkserver in Python).
  *
  * Stability: status values, struct layouts and function signatures below are
  * append-only: values are never renumbered, fields are only added at the end of
@@ -75,7 +77,9 @@ typedef enum memtier_status {
     MEMTIER_ERR_IS_DIR = -12,       /* EISDIR: the path is a directory         */
     MEMTIER_ERR_INTERNAL = -13,     /* a bug in MemTier (recovered panic)      */
     MEMTIER_ERR_FORKED = -14,       /* called in a child after fork()          */
-    MEMTIER_ERR_DIRECT_IO = -15     /* O_DIRECT required but refused by the fs */
+    MEMTIER_ERR_DIRECT_IO = -15,    /* O_DIRECT required but refused by the fs */
+    MEMTIER_ERR_NOT_REGULAR = -16   /* device, FIFO, socket, or a procfs/sysfs */
+                                    /* file whose size is not real            */
 } memtier_status;
 
 /* memtier_strerror: static English text for a status, never NULL. Unknown values
@@ -216,8 +220,10 @@ MEMTIER_API int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, si
  * Returns MEMTIER_OK when all size bytes were written to dst;
  * MEMTIER_ERR_EOF if offset + size is past end of file (dst is then not written
  * beyond what the file holds, and its content is unspecified in that range);
- * MEMTIER_ERR_INVALID_ARG (NULL ctx/path/dst, offset + size overflows);
+ * MEMTIER_ERR_INVALID_ARG (NULL ctx/path/dst, offset + size above 2^63 - 1);
  * MEMTIER_ERR_NOT_FOUND, MEMTIER_ERR_PERMISSION, MEMTIER_ERR_IS_DIR,
+ * MEMTIER_ERR_NOT_REGULAR (device, FIFO, procfs/sysfs file),
+ * MEMTIER_ERR_IO (also EFAULT: dst is not writable memory of size bytes),
  * MEMTIER_ERR_IO, MEMTIER_ERR_DIRECT_IO, MEMTIER_ERR_UNSUPPORTED (CUDA target in a
  * CPU build), MEMTIER_ERR_CLOSED, MEMTIER_ERR_NOMEM.
  * Blocks until done; large reads are split into tasks run in parallel.
@@ -319,13 +325,14 @@ typedef struct memtier_decision {
     uint64_t cached_bytes;     /* bytes of the range already in the cache     */
     uint64_t resident_bytes;   /* bytes of the range in the page cache        */
     uint64_t tasks;            /* parallel tasks the read is split into       */
-    char reason[96];           /* NUL-terminated one-line explanation         */
+    char reason[256];          /* NUL-terminated one-line explanation         */
 } memtier_decision_t;
 
 /* memtier_explain: what memtier_read_ex(ctx, path, offset, size, dst, target,
  * flags) would do now, without reading. Fills *out. Returns MEMTIER_OK or the
- * status the read would fail with before any I/O (argument, open errors).
- * Thread-safe. */
+ * status the read would fail with before any I/O (argument, open errors, a CUDA
+ * target in a CPU build); out->path is MEMTIER_PATH_NONE then, and reason says
+ * why when the decision itself refused the request. Thread-safe. */
 MEMTIER_API int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                 uint64_t size, const void* dst, int target, uint32_t flags,
                                 memtier_decision_t* out);

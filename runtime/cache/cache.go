@@ -183,6 +183,29 @@ func (c *Cache) Acquire(fileID, index uint64, create bool) *Block {
 // Peek is Acquire(fileID, index, false) without touching stats or the access
 // frequency; the engine uses it to plan reads. A non-nil result is pinned and
 
+// AcquireQuiet is Acquire(create=true) without stats: the engine counts a
+// hit or a miss itself once it knows whether the block covered the request
+// or had to be filled, so a block created by a non-blocking attempt that
+// gave up is not counted twice. Returns nil when no room can be made or the
+// cache is closed. Safe for concurrent use.
+func (c *Cache) AcquireQuiet(fileID, index uint64) *Block {
+	s := c.shardFor(fileID, index)
+	k := key{fileID, index}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.closed.Load() {
+		return nil
+	}
+	if b := s.m[k]; b != nil {
+		b.pins.Add(1)
+		if b.freq < maxFreq {
+			b.freq++
+		}
+		return b
+	}
+	return s.insertLocked(k)
+}
+
 // Touch is Acquire(create=false) without stats: it pins the block and bumps
 // its access frequency (so S3-FIFO sees the use) but counts neither a hit nor
 // a miss. The engine's inline hit path uses it and counts the hits itself, so

@@ -84,7 +84,7 @@ func parseSize(v string) (uint64, error) {
 	for _, suf := range []struct {
 		s string
 		m uint64
-	}{{"KIB", KiB}, {"MIB", MiB}, {"GIB", GiB}, {"K", KiB}, {"M", MiB}, {"G", GiB}} {
+	}{{"KIB", KiB}, {"MIB", MiB}, {"GIB", GiB}, {"TIB", 1 << 40}, {"K", KiB}, {"M", MiB}, {"G", GiB}, {"T", 1 << 40}} {
 		if strings.HasSuffix(s, suf.s) {
 			s, mult = strings.TrimSuffix(s, suf.s), suf.m
 			break
@@ -92,7 +92,7 @@ func parseSize(v string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("not a byte size (use digits with an optional K/M/G suffix)")
+		return 0, fmt.Errorf("not a byte size (use digits with an optional K/M/G/T suffix)")
 	}
 	hi, lo := bits.Mul64(n, mult)
 	if hi != 0 {

@@ -85,8 +85,9 @@ func (c *Context) serveBlock(f *files.File, off, size uint64, dst []byte, path i
 		dpos := blo + lo - off
 		part = dst[dpos : dpos+hi-lo]
 	}
-	blk := c.cache.Acquire(f.ID, idx, true)
+	blk := c.cache.AcquireQuiet(f.ID, idx)
 	if blk == nil { // no room (everything pinned): read around the cache
+		c.st.CacheMisses.Add(1)
 		if part == nil {
 			return nil // nothing to prefetch into; not an error
 		}
@@ -96,6 +97,7 @@ func (c *Context) serveBlock(f *files.File, off, size uint64, dst []byte, path i
 	}
 	defer blk.Release()
 	if blk.Covers(int(lo), int(hi)) {
+		c.st.CacheHits.Add(1)
 		copy(part, blk.Data()[lo:hi])
 		out.cache += hi - lo
 		return nil
@@ -103,6 +105,7 @@ func (c *Context) serveBlock(f *files.File, off, size uint64, dst []byte, path i
 	fileSize := uint64(f.Ident.Size)
 	var fillPath served
 	var fresh uint64 // bytes of [lo, hi) this call read from storage
+	var got uint64   // bytes this call read into the block (whole pages)
 	_, err := blk.Fill(int(lo), int(hi), func(p []byte, boff int) error {
 		if avail := fileSize - blo - uint64(boff); uint64(len(p)) > avail {
 			p = p[:avail] // the page holding end of file: read what exists
@@ -112,7 +115,7 @@ func (c *Context) serveBlock(f *files.File, off, size uint64, dst []byte, path i
 			run0, run1 := uint64(boff), uint64(boff)+uint64(len(p))
 			fresh += min(run1, hi) - min(max(run0, lo), min(run1, hi))
 			c.st.CacheInsertedBytes.Add(uint64(len(p)))
-			out.fetched += uint64(len(p))
+			got += uint64(len(p))
 		}
 		fillPath.add(s)
 		return err
@@ -121,6 +124,12 @@ func (c *Context) serveBlock(f *files.File, off, size uint64, dst []byte, path i
 		return err
 	}
 	copy(part, blk.Data()[lo:hi])
+	out.fetched += got
+	if got > 0 {
+		c.st.CacheMisses.Add(1)
+	} else {
+		c.st.CacheHits.Add(1) // another request filled it meanwhile
+	}
 	out.cache += hi - lo - fresh // pages another request had already filled
 	if fillPath.direct > 0 {
 		out.direct += fresh

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/cache"
 	"github.com/memtier/memtier/runtime/config"
@@ -40,6 +42,10 @@ type Context struct {
 func New(o config.Options) (*Context, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if ram := physicalMemory(); o.CacheEnabled && ram > 0 && o.CacheBytes > ram {
+		return nil, errs.New(errs.InvalidArg, "memtier_init",
+			"cache_bytes %d exceeds the machine's physical memory (%d bytes)", o.CacheBytes, ram)
 	}
 	if o.GOMAXPROCS > 0 {
 		runtime.GOMAXPROCS(o.GOMAXPROCS)
@@ -159,3 +165,13 @@ func (c *Context) TestHooks() bool { return c.opts.TestHooks }
 
 var _ = atomic.Int64{}
 var _ = gpu.Available
+
+// physicalMemory is the machine's RAM in bytes (0 if unknown): a cache budget
+// above it can only end in the OOM killer, so init refuses it.
+func physicalMemory() uint64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
+}

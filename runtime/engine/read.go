@@ -46,7 +46,7 @@ func checkRange(op, path string, off, size uint64, dstLen int, flags uint32) err
 		return errs.New(errs.InvalidArg, op, "empty path")
 	}
 	if off+size < off || off > math.MaxInt64 || size > math.MaxInt64-off {
-		return errs.At(errs.InvalidArg, op, path, -1, "offset %d + size %d overflows", off, size)
+		return errs.At(errs.InvalidArg, op, path, -1, "offset %d + size %d is beyond the largest file offset (2^63 - 1)", off, size)
 	}
 	if uint64(dstLen) < size {
 		return errs.At(errs.InvalidArg, op, path, int64(off), "destination holds %d bytes, %d requested", dstLen, size)

@@ -152,16 +152,80 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 func (c *Context) readGroupNoWait(v []IOVec, g *readvGroup) {
 	buf, single := c.groupBuffer(v, g)
 	var s served
-	if c.cache != nil && c.cachedRange(g.f, g.lo, buf) {
+	switch {
+	case c.cache != nil && policy.Admit(c.pol, g.hi-g.lo, 0):
+		var ok bool
+		if s, ok = c.fillNoWait(g.f, g.lo, buf); !ok {
+			return
+		}
+	case c.cache != nil && c.cachedRange(g.f, g.lo, buf):
 		s.cache = uint64(len(buf))
-	} else if c.rd.PreadNowait(g.f.FD, buf, int64(g.lo)) {
+	case c.rd.PreadNowait(g.f.FD, buf, int64(g.lo)):
 		s.buffered = uint64(len(buf))
-	} else {
+	default:
 		return
 	}
 	c.st.CoalescedReads.Add(1)
 	c.scatter(v, g, buf, single, s)
 	g.done = true
+}
+
+// errWouldBlock stops a non-blocking block fill: the pages are not in the
+// page cache (their readahead has been started).
+var errWouldBlock = errs.New(errs.Busy, "readv", "pages not in the page cache yet")
+
+// fillNoWait serves a small admitted range through the DRAM cache without
+// blocking: valid blocks are copied out; missing pages are filled from the
+// page cache with RWF_NOWAIT preads straight into the block, so warm samples
+// are admitted on their first read and later epochs hit the DRAM cache.
+// Reports false (leaving the rest to phase 2) when a page is not resident or
+// the range spans more than two blocks.
+func (c *Context) fillNoWait(f *files.File, off uint64, dst []byte) (served, bool) {
+	var s served
+	bs := c.cache.BlockSize()
+	end := off + uint64(len(dst))
+	if (end-1)/bs-off/bs > 1 {
+		return s, false
+	}
+	fileSize := uint64(f.Ident.Size)
+	for blo := off / bs * bs; blo < end; blo += bs {
+		lo, hi := max(off, blo)-blo, min(end, blo+bs)-blo
+		blk := c.cache.AcquireQuiet(f.ID, blo/bs)
+		if blk == nil {
+			return s, false
+		}
+		if !blk.Covers(int(lo), int(hi)) {
+			var got uint64
+			_, err := blk.Fill(int(lo), int(hi), func(p []byte, boff int) error {
+				if avail := fileSize - blo - uint64(boff); uint64(len(p)) > avail {
+					p = p[:avail]
+				}
+				if !c.rd.PreadNowait(f.FD, p, int64(blo)+int64(boff)) {
+					return errWouldBlock
+				}
+				got += uint64(len(p))
+				return nil
+			})
+			if err != nil {
+				blk.Release()
+				return s, false
+			}
+			c.st.CacheInsertedBytes.Add(got)
+			if got > 0 {
+				c.st.CacheMisses.Add(1)
+				s.buffered += hi - lo
+			} else {
+				c.st.CacheHits.Add(1)
+				s.cache += hi - lo
+			}
+		} else {
+			c.st.CacheHits.Add(1)
+			s.cache += hi - lo
+		}
+		copy(dst[blo+lo-off:blo+hi-off], blk.Data()[lo:hi])
+		blk.Release()
+	}
+	return s, true
 }
 
 // groupBuffer returns where g's range is read: the member's own dst for a

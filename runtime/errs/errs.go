@@ -6,6 +6,8 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"syscall"
 )
 
@@ -30,7 +32,8 @@ const (
 	Internal    Code = -13
 	Forked      Code = -14
 	DirectIO    Code = -15
-	minCode     Code = -15
+	NotRegular  Code = -16
+	minCode     Code = -16
 )
 
 // All lists every status code, for table tests that keep Go, C and Python in step.
@@ -46,7 +49,7 @@ var names = map[Code]string{
 	OK: "OK", InvalidArg: "INVALID_ARG", NotFound: "NOT_FOUND", Permission: "PERMISSION",
 	EOF: "EOF", IO: "IO", NoMem: "NOMEM", Unsupported: "UNSUPPORTED", Closed: "CLOSED",
 	Busy: "BUSY", Timeout: "TIMEOUT", Format: "FORMAT", IsDir: "IS_DIR",
-	Internal: "INTERNAL", Forked: "FORKED", DirectIO: "DIRECT_IO",
+	Internal: "INTERNAL", Forked: "FORKED", DirectIO: "DIRECT_IO", NotRegular: "NOT_REGULAR",
 }
 
 // String returns the code's name without the MEMTIER_ERR_ prefix.
@@ -141,4 +144,24 @@ func CodeOf(err error) Code {
 		return me.Code
 	}
 	return IO
+}
+
+// FromPanic turns a recovered panic into an error. A memory fault while
+// copying into caller memory (a bad destination pointer; the goroutine runs
+// with debug.SetPanicOnFault) is IO "bad address", like the EFAULT a pread
+// into the same pointer returns; anything else is Internal, a MemTier bug.
+func FromPanic(op string, p any) *Error {
+	if re, ok := p.(runtime.Error); ok {
+		// A fault at a real address carries it (SetPanicOnFault); a nil
+		// dereference does not, and is more likely a MemTier bug, unless the
+		// caller passed a pointer into the first page.
+		if a, ok := re.(interface{ Addr() uintptr }); ok {
+			return &Error{Code: IO, Op: op, Offset: -1, Errno: syscall.EFAULT,
+				Msg: fmt.Sprintf("bad destination address 0x%x (memory fault while copying)", a.Addr())}
+		}
+		if strings.Contains(re.Error(), "nil pointer") {
+			return New(Internal, op, "panic: %v (a MemTier bug, or a destination pointer below 4096)", p)
+		}
+	}
+	return New(Internal, op, "panic: %v", p)
 }

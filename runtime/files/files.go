@@ -352,7 +352,24 @@ func checkType(path string, mode uint32) error {
 	case unix.S_IFDIR:
 		return errs.FromErrno("open", path, -1, unix.EISDIR)
 	}
-	return errs.At(errs.Unsupported, "open", path, -1, "not a regular file")
+	return errs.At(errs.NotRegular, "open", path, -1, "not a regular file (device, FIFO, socket)")
+}
+
+// pseudoFS reports file systems whose regular files have no real size
+// (procfs, sysfs, ...): stat says 0 or 4096 whatever they hold, so ranged reads
+// cannot be checked against end of file.
+func pseudoFS(fd int) bool {
+	var sf unix.Statfs_t
+	if unix.Fstatfs(fd, &sf) != nil {
+		return false
+	}
+	switch uint32(sf.Type) {
+	case unix.PROC_SUPER_MAGIC, unix.SYSFS_MAGIC, unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC,
+		unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC, unix.SECURITYFS_MAGIC,
+		unix.BPF_FS_MAGIC, unix.PSTOREFS_MAGIC, unix.EFIVARFS_MAGIC:
+		return true
+	}
+	return false
 }
 
 // open is Acquire's slow path: a new descriptor, installed under the write
@@ -373,6 +390,11 @@ func (t *Table) open(path string) (*File, uint64, error) {
 	if err := checkType(path, st.Mode); err != nil {
 		unix.Close(fd)
 		return nil, 0, err
+	}
+	if pseudoFS(fd) {
+		unix.Close(fd)
+		return nil, 0, errs.At(errs.NotRegular, "open", path, -1,
+			"a pseudo-file system file (procfs, sysfs, ...): its size is not known, read it with read(2)")
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
 		unix.Close(fd)
@@ -516,7 +538,9 @@ func (t *Table) SetPathRecheck(d time.Duration) { t.recheck = d }
 // old file untouched; the periodic path stat bounds that to recheck.
 // Returns nil when the slow path must decide.
 func (t *Table) acquireFast(path string) *File {
-	if t.recheck <= 0 {
+	if t.recheck <= 0 || len(path) == 0 || path[0] != '/' {
+		// A relative path names another file after a chdir; only a stat of
+		// the path itself can tell, so relative paths take the slow path.
 		return nil
 	}
 	t.mu.RLock()

@@ -198,8 +198,16 @@ func TestAcquireErrors(t *testing.T) {
 	if err := unix.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if c := code(fifo); c != errs.Unsupported { // and it must not hang waiting for a writer
-		t.Errorf("fifo: %v, want UNSUPPORTED", c)
+	if c := code(fifo); c != errs.NotRegular { // and it must not hang waiting for a writer
+		t.Errorf("fifo: %v, want NOT_REGULAR", c)
+	}
+	for _, pseudo := range []string{"/proc/self/status", "/sys/kernel/mm/transparent_hugepage/enabled"} {
+		if _, err := os.Stat(pseudo); err != nil {
+			continue
+		}
+		if c := code(pseudo); c != errs.NotRegular {
+			t.Errorf("%s: %v, want NOT_REGULAR (its size is not real)", pseudo, c)
+		}
 	}
 	if c := code("bad\x00path"); c == errs.OK {
 		t.Error("path with NUL accepted")

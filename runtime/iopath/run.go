@@ -115,9 +115,18 @@ func (r *Reader) call(fn func(int) error, i int, helper bool) (err error) {
 			if len(stack) > 4096 {
 				stack = stack[:4096]
 			}
+			if e := errs.FromPanic("read", p); e.Code != errs.Internal {
+				err = e
+				return
+			}
 			err = errs.New(errs.Internal, "iopath", "panic in I/O task %d: %v\n%s", i, p, stack)
 		}
 	}()
+	if helper {
+		// Helpers copy into caller memory too: a bad pointer must become
+		// an error, not a fatal fault (the setting is per goroutine).
+		debug.SetPanicOnFault(true)
+	}
 	if helper && r.panicNext.CompareAndSwap(true, false) {
 		panic("injected by PanicNextTask")
 	}

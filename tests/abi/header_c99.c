@@ -65,7 +65,7 @@ ABI_CHECK(dec_cached, offsetof(memtier_decision_t, cached_bytes) == 8);
 ABI_CHECK(dec_resident, offsetof(memtier_decision_t, resident_bytes) == 16);
 ABI_CHECK(dec_tasks, offsetof(memtier_decision_t, tasks) == 24);
 ABI_CHECK(dec_reason, offsetof(memtier_decision_t, reason) == 32);
-ABI_CHECK(dec_reason_len, sizeof(((memtier_decision_t*)0)->reason) == 96);
+ABI_CHECK(dec_reason_len, sizeof(((memtier_decision_t*)0)->reason) == 256);
 
 /* memtier_stats_t: 32 uint64 counters in this order, appended only. */
 ABI_CHECK(st_requests, offsetof(memtier_stats_t, requests) == 0 * 8);

@@ -42,9 +42,9 @@ static void expect_detail(const char* what, const char* needle) {
 }
 
 static void check_strerror(void) {
-    const char* seen[16];
+    const char* seen[32];
     int code;
-    for (code = 0; code >= MEMTIER_ERR_DIRECT_IO; code--) {
+    for (code = 0; code >= MEMTIER_ERR_NOT_REGULAR; code--) {
         const char* s = memtier_strerror(code);
         int k;
         MT_CHECK(s != NULL && s[0] != '\0', "memtier_strerror(%d) is empty", code);
@@ -55,7 +55,7 @@ static void check_strerror(void) {
                      code, -k, s);
         seen[-code] = s;
     }
-    const int unknown[] = {1, 7, -16, -99, 1000, -2147483647 - 1};
+    const int unknown[] = {1, 7, -17, -99, 1000, -2147483647 - 1};
     size_t i;
     for (i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
         MT_CHECK(strcmp(memtier_strerror(unknown[i]), "unknown status") == 0,

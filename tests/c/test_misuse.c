@@ -1,0 +1,97 @@
+/*
+ * Description: mistakes a new user made (found by following the README), each
+ * with the status it must get: a destination pointer to unmapped memory is
+ * MEMTIER_ERR_IO on every path (never a crash or INTERNAL); a readv count near
+ * SIZE_MAX is INVALID_ARG; /proc and FIFO paths are NOT_REGULAR; a relative path
+ * names the file of the current directory after a chdir; a cache budget above
+ * physical memory is INVALID_ARG; a failed memtier_explain reports PATH_NONE.
+ */
+#include "mt_test.h"
+
+#include <sys/mman.h>
+
+static void check_bad_pointer(memtier_ctx_t* ctx, const char* p) {
+    long ps = sysconf(_SC_PAGESIZE);
+    void* hole = mmap(NULL, (size_t)ps * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MT_CHECK(hole != MAP_FAILED, "mmap");
+    munmap(hole, (size_t)ps * 4);
+    const uint32_t flags[] = {MEMTIER_READ_DEFAULT, MEMTIER_READ_ONCE, MEMTIER_READ_WILL_REUSE};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        /* twice: the second read of the default path is a cache hit (a copy in Go) */
+        for (int rep = 0; rep < 2; rep++) {
+            MT_STATUS(memtier_read_ex(ctx, p, 0, 4096, hole, MEMTIER_TARGET_CPU, flags[i]),
+                      MEMTIER_ERR_IO);
+            MT_CHECK(strcasestr(memtier_last_error(), "bad") != NULL,
+                     "flags %u: last_error \"%s\" does not say bad address", flags[i], memtier_last_error());
+        }
+    }
+    uint8_t ok[4096];
+    MT_OK(memtier_read(ctx, p, 0, sizeof ok, ok, MEMTIER_TARGET_CPU));
+    MT_CHECK(mt_find_p_mismatch(ok, 0, sizeof ok) < 0, "bytes after the faults");
+}
+
+int main(void) {
+    mt_begin("test_misuse");
+    const char* p = mt_make_pfile("p.bin", 1 * MiB);
+    memtier_ctx_t* ctx = mt_init_cfg(NULL);
+
+    check_bad_pointer(ctx, p);
+
+    memtier_iovec_t one = {0, 8, NULL, NULL, 0};
+    uint8_t b8[8];
+    one.dst = b8;
+    MT_STATUS(memtier_readv(ctx, p, &one, SIZE_MAX, MEMTIER_TARGET_CPU), MEMTIER_ERR_INVALID_ARG);
+
+    uint8_t buf[100];
+    if (access("/proc/self/status", R_OK) == 0)
+        MT_STATUS(memtier_read(ctx, "/proc/self/status", 0, sizeof buf, buf, MEMTIER_TARGET_CPU),
+                  MEMTIER_ERR_NOT_REGULAR);
+    const char* fifo = mt_path("fifo");
+    MT_CHECK(mkfifo(fifo, 0644) == 0, "mkfifo");
+    MT_STATUS(memtier_read(ctx, fifo, 0, 1, buf, MEMTIER_TARGET_CPU), MEMTIER_ERR_NOT_REGULAR);
+    MT_CHECK(strcmp(memtier_strerror(MEMTIER_ERR_NOT_REGULAR), "unknown status") != 0, "strerror");
+
+    /* relative path after chdir */
+    char cwd[4096];
+    MT_CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
+    const char* da = mt_path("a");
+    const char* db = mt_path("b");
+    MT_CHECK(mkdir(da, 0755) == 0 && mkdir(db, 0755) == 0, "mkdir");
+    char fa[4200], fb[4200];
+    snprintf(fa, sizeof fa, "%s/f.bin", da);
+    snprintf(fb, sizeof fb, "%s/f.bin", db);
+    FILE* f = fopen(fa, "wb");
+    fputs("AAAAAAAA", f);
+    fclose(f);
+    f = fopen(fb, "wb");
+    fputs("BBBBBBBB", f);
+    fclose(f);
+    MT_CHECK(chdir(da) == 0, "chdir a");
+    MT_OK(memtier_read(ctx, "f.bin", 0, 8, b8, MEMTIER_TARGET_CPU));
+    MT_CHECK(b8[0] == 'A', "relative read in a: got %c", b8[0]);
+    MT_CHECK(chdir(db) == 0, "chdir b");
+    MT_OK(memtier_read(ctx, "f.bin", 0, 8, b8, MEMTIER_TARGET_CPU));
+    MT_CHECK(b8[0] == 'B' && b8[7] == 'B', "relative read after chdir to b: got %c (stale file of a)", b8[0]);
+    MT_CHECK(chdir(cwd) == 0, "chdir back");
+
+    /* explain failure: PATH_NONE */
+    memtier_decision_t d;
+    MT_STATUS(memtier_explain(ctx, mt_path("missing"), 0, 10, buf, MEMTIER_TARGET_CPU, 0, &d),
+              MEMTIER_ERR_NOT_FOUND);
+    MT_EQ_U64(d.path, MEMTIER_PATH_NONE, "explain failure path");
+    MT_OK(memtier_finalize(ctx));
+
+    /* a cache budget above physical memory */
+    memtier_config_t cfg;
+    const uint64_t budgets[] = {UINT64_MAX, (uint64_t)1 << 62};
+    for (size_t i = 0; i < 2; i++) {
+        MT_OK(memtier_config_default(&cfg));
+        cfg.cache_bytes = budgets[i];
+        memtier_ctx_t* c2 = NULL;
+        MT_STATUS(memtier_init(&cfg, &c2), MEMTIER_ERR_INVALID_ARG);
+        MT_CHECK(c2 == NULL, "ctx_out not NULL after a failed init");
+        MT_CHECK(strstr(memtier_last_error(), "physical memory") != NULL, "last_error \"%s\"", memtier_last_error());
+    }
+    mt_pass();
+    return 0;
+}
