@@ -12,7 +12,11 @@
  * time kept). Prints both times and the overlap ratio; both checksums must equal
  * the pattern's.
  *
- * Flags: --size=SIZE (64M), --chunk=SIZE (4M), --repeat=N (3), --warm. Exit 0/1.
+ * Flags: --size=SIZE (64M; at least 1 byte, and the file must fit in the free
+ * space of $TMPDIR minus a safety margin, the smaller of 1 GiB and 5% of the file
+ * system), --chunk=SIZE (4M; 1 byte..1T; the two buffers are
+ * min(chunk, size) each), --repeat=N (3; 1..1000), --warm.
+ * Exit 0 (OK), 1 (a check failed), 2 (a bad flag value, or a size refused).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -115,7 +119,12 @@ int main(int argc, char** argv) {
         mt_print_flags(stdout, flags, nflags);
         return 0;
     }
-    if (size == 0 || chunk == 0 || repeat <= 0) mt_die("--size, --chunk, --repeat must be > 0");
+    mt_flag_size_range("size", size, 1, UINT64_MAX);
+    mt_flag_size_range("chunk", chunk, 1, 1024 * MT_GIB);
+    mt_flag_range("repeat", repeat, 1, 1000);
+    /* No chunk is longer than the file: the buffers need no more than that. */
+    const uint64_t buf_bytes = chunk < size ? chunk : size;
+    mt_require_memory("the two chunk buffers (2 x min(--chunk, --size))", 2 * buf_bytes);
 
     mt_print_banner("async_pipeline");
     char a[32], b[32];
@@ -128,7 +137,7 @@ int main(int argc, char** argv) {
     const char* path = mt_temp_file("async_pipeline", size, MT_CONTENT_PATTERN);
     memtier_ctx_t* ctx = NULL;
     mt_check(memtier_init(NULL, &ctx), "memtier_init");
-    uint8_t* bufs[2] = {(uint8_t*)mt_alloc((size_t)chunk), (uint8_t*)mt_alloc((size_t)chunk)};
+    uint8_t* bufs[2] = {(uint8_t*)mt_alloc((size_t)buf_bytes), (uint8_t*)mt_alloc((size_t)buf_bytes)};
 
     result_t best_s = {0}, best_p = {0};
     int dropped = 1;

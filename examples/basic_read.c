@@ -7,8 +7,12 @@
  *                         fnv1a64w checksum; says "pattern verified" when FILE
  *                         holds the experiment pattern (prepare_experiment_files)
  *
- * Flags: --chunk=SIZE (default 64M), --no-verify (skip the pread comparison of
- * a FILE that is not a pattern file). Exit 0 on success, 1 on any failure.
+ * Flags: --chunk=SIZE (default 64M; 1 byte..1T, and the buffers it needs,
+ * min(chunk, size of FILE) twice, must fit in memory), --no-verify (skip the
+ * pread comparison of a FILE that is not a pattern file).
+ * FILE must be a regular file: a FIFO, directory or device is refused before it
+ * is opened. Exit 0 on success, 1 on any failure, 2 on a bad flag value or a
+ * FILE that is not a regular file.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,7 +42,7 @@ int main(int argc, char** argv) {
         mt_print_flags(stdout, flags, nflags);
         return 0;
     }
-    if (chunk == 0) mt_die("--chunk must be > 0");
+    mt_flag_size_range("chunk", chunk, 1, 1024 * MT_GIB);
 
     mt_print_banner("basic_read");
     const int own_file = npos == 0;
@@ -48,6 +52,8 @@ int main(int argc, char** argv) {
         printf("no FILE given: made an 8 MiB experiment-pattern file %s\n", path);
     } else {
         path = pos[0];
+        /* Before anything opens it: a FIFO would block memtier_read and open(2). */
+        if (!mt_require_regular(path, NULL)) mt_die("%s: %s", path, strerror(errno));
     }
     printf("reads the whole file through memtier_read in %s chunks into one host buffer,\n",
            mt_fmt_bytes((char[32]){0}, 32, chunk));
@@ -64,13 +70,16 @@ int main(int argc, char** argv) {
     mt_check(memtier_init(NULL, &ctx), "memtier_init");
 
     size_t cap = (size_t)(size < chunk ? (size > 0 ? size : 1) : chunk);
+    const int pread_verify = !own_file && !no_verify;
+    mt_require_memory(pread_verify ? "the read and pread buffers (2 x min(--chunk, file size))"
+                                   : "the read buffer (min(--chunk, file size))",
+                      (uint64_t)cap * (pread_verify ? 2 : 1));
     uint8_t* buf = (uint8_t*)mt_alloc(cap);
     uint8_t* ref = NULL;
     int fd = -1;
-    const int pread_verify = !own_file && !no_verify;
     if (pread_verify) {
         ref = (uint8_t*)mt_alloc(cap);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = mt_open_file(path, O_RDONLY, 0);
         if (fd < 0) mt_die("open %s: %s", path, strerror(errno));
     }
 

@@ -7,7 +7,11 @@
  * pass 2 must be served entirely from the cache (stats cache_hit_requests and
  * cache_hit_bytes, no storage bytes). Both passes are timed and verified.
  *
- * Flags: --size=SIZE (default 32M), --chunk=SIZE (default 4M). Exit 0/1.
+ * Flags: --size=SIZE (default 32M; at least 1 byte; the file must fit in the
+ * free space of $TMPDIR minus a safety margin, the smaller of 1 GiB and 5% of
+ * the file system, and the buffer plus the cached copy, 2 x size, in memory),
+ * --chunk=SIZE (default 4M; 1 byte..1T, larger than --size means one read).
+ * Exit 0 (OK), 1 (a check failed), 2 (a bad flag value, or a size refused).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -51,7 +55,13 @@ int main(int argc, char** argv) {
         mt_print_flags(stdout, flags, nflags);
         return 0;
     }
-    if (size == 0 || chunk == 0) mt_die("--size and --chunk must be > 0");
+    mt_flag_size_range("size", size, 1, UINT64_MAX);
+    mt_flag_size_range("chunk", chunk, 1, 1024 * MT_GIB);
+    /* Refused before any work: a file the file system cannot hold, then a
+     * buffer of --size bytes plus the DRAM cache's copy that memory cannot. */
+    mt_require_temp_space("cache_reuse", size);
+    mt_require_memory("the read buffer plus its cached copy (2 x --size)",
+                      size > UINT64_MAX / 2 ? UINT64_MAX : 2 * size);
 
     mt_print_banner("cache_reuse");
     char a[32], b[32], c[32];

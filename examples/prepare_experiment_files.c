@@ -12,6 +12,13 @@
  * --verify drops the file from the page cache and re-reads it with plain pread,
  * checking every byte against the pattern.
  *
+ * Safety: D/NAME must be a regular file or missing (a FIFO, directory or device
+ * is refused before it is opened: exit 2). SIZE bytes must fit in the free space
+ * of D's file system minus a safety margin (the smaller of 1 GiB and 5% of the
+ * file system; an existing NAME's blocks count as free, it is replaced): else
+ * exit 2 before anything is written. A write that fails (ENOSPC, EIO, ...)
+ * removes the partial file and exits 1.
+ *
  * With no arguments: writes and verifies a 16 MiB file in a temporary directory,
  * deletes it, prints the usage and exits 0.
  */
@@ -63,24 +70,33 @@ static int mkdir_p(const char* dir) {
 }
 
 static int write_file(const char* path, uint64_t size) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A FIFO, directory or device: refused (exit 2) before any open. */
+    struct stat st;
+    const int exists = mt_require_regular(path, &st);
+    if (!exists && errno != ENOENT) {
+        fprintf(stderr, "error: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    /* An existing file is replaced: its blocks are freed by the truncation. */
+    const uint64_t freed = exists ? (uint64_t)st.st_blocks * 512 : 0;
+    mt_require_space(path, size > freed ? size - freed : 0);
+    /* O_EXCL: a file that is removed on failure must be one this run created. */
+    int fd = mt_open_file(path, exists ? (O_WRONLY | O_TRUNC) : (O_WRONLY | O_CREAT | O_EXCL), 0644);
     if (fd < 0) {
         fprintf(stderr, "error: cannot create %s: %s\n", path, strerror(errno));
         return -1;
     }
     uint64_t t0 = mt_now_ns();
-    if (mt_write_content(fd, 0, size, MT_CONTENT_PATTERN, size > 256 * MT_MIB, path) != 0) {
-        fprintf(stderr, "error: writing %s: %s\n", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
+    /* On a failure: removes the partial file, says so, exits 1. */
+    mt_write_file(fd, path, 0, size, MT_CONTENT_PATTERN, exists ? MT_FILE_REWRITTEN : MT_FILE_CREATED);
     double s = (double)(mt_now_ns() - t0) / 1e9;
     if (close(fd) != 0) {
         fprintf(stderr, "error: closing %s: %s\n", path, strerror(errno));
         return -1;
     }
-    char b[32];
-    printf("wrote     %s\n", path);
+    char b[32], abs[4096];
+    printf("wrote     %s (%s)\n", mt_abs_path(path, abs, sizeof abs),
+           exists ? "replaced the existing file" : "created");
     printf("size      %" PRIu64 " bytes (%s) in %.2f s, %.2f GB/s including fsync\n", size,
            mt_fmt_bytes(b, sizeof b, size), s, mt_gbps(size, s));
     printf("checksum  %s 0x%016" PRIx64 "  (%s)\n", MT_CHECKSUM_NAME, mt_pattern_checksum(size),
@@ -96,7 +112,7 @@ static int verify_file(const char* path, uint64_t size) {
         return -1;
     }
     int dropped = mt_drop_page_cache(path) == 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = mt_open_file(path, O_RDONLY, 0);
     if (fd < 0) {
         fprintf(stderr, "error: verify: open %s: %s\n", path, strerror(errno));
         return -1;
@@ -213,10 +229,15 @@ int main(int argc, char** argv) {
     }
 
     char path[4096];
+    int plen;
     if (name[0] == '/')
-        snprintf(path, sizeof path, "%s", name);
+        plen = snprintf(path, sizeof path, "%s", name);
     else
-        snprintf(path, sizeof path, "%s/%s", dir, name);
+        plen = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (plen < 0 || (size_t)plen >= sizeof path) {
+        fprintf(stderr, "error: the path of NAME is too long (%d bytes; at most %zu)\n", plen, sizeof path - 1);
+        return 2;
+    }
     if (name[0] == '/') printf("note: NAME is an absolute path; the directory is not used\n");
 
     if (write_file(path, size) != 0) return 1;

@@ -10,7 +10,10 @@
  * batch mixes the pattern file and a small P-file (per-element path) with one
  * element past end of file: each element gets its own result.
  *
- * Flags: --count=N (10000), --batch=N (256), --size=SIZE (file, 64M). Exit 0/1.
+ * Flags: --count=N (10000; 1..10,000,000), --batch=N (256; 1..65536),
+ * --size=SIZE (file, 64M; at least 12K, and it must fit in the free space of
+ * $TMPDIR minus a safety margin, the smaller of 1 GiB and 5% of the file system).
+ * Exit 0 (OK), 1 (a check failed), 2 (a bad flag value, or a size refused).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -21,6 +24,8 @@
 #include "mt_util.h"
 
 #define BLK 4096u
+#define MAX_COUNT 10000000L
+#define MAX_BATCH 65536L
 
 int main(int argc, char** argv) {
     long count = 10000, batch = 256;
@@ -39,7 +44,12 @@ int main(int argc, char** argv) {
         mt_print_flags(stdout, flags, nflags);
         return 0;
     }
-    if (count <= 0 || batch <= 0 || fsize < 2 * BLK) mt_die("--count, --batch must be > 0, --size >= 8K");
+    mt_flag_range("count", count, 1, MAX_COUNT);
+    mt_flag_range("batch", batch, 1, MAX_BATCH);
+    /* The mixed batch reads the pattern file's blocks 0 and 2: at least 3 blocks. */
+    mt_flag_size_range("size", fsize, 3 * BLK, UINT64_MAX);
+    /* A batch never holds more than count elements: buffers are sized for that. */
+    const long slots = batch < count ? batch : count;
 
     mt_print_banner("readv_small_io");
     char a[32];
@@ -58,8 +68,8 @@ int main(int argc, char** argv) {
     mt_check(memtier_init(&cfg, &ctx), "memtier_init");
 
     uint64_t* offs = (uint64_t*)malloc((size_t)count * sizeof *offs);
-    memtier_iovec_t* iov = (memtier_iovec_t*)calloc((size_t)batch, sizeof *iov);
-    uint8_t* buf = (uint8_t*)mt_alloc((size_t)batch * BLK);
+    memtier_iovec_t* iov = (memtier_iovec_t*)calloc((size_t)slots, sizeof *iov);
+    uint8_t* buf = (uint8_t*)mt_alloc((size_t)slots * BLK);
     if (offs == NULL || iov == NULL) mt_die("out of memory");
     mt_rng_t rng;
     mt_rng_seed(&rng, 42);
@@ -146,19 +156,32 @@ int main(int argc, char** argv) {
      * file and a 10,000-byte P-file (iov.path), one element past the P-file's end. */
     const uint64_t psize = 10000;
     const char* pfile = mt_temp_file("readv_small_io_p", psize, MT_CONTENT_PFILE);
-    memset(buf, 0, 4 * BLK);
-    memtier_iovec_t mix[4] = {
-        {0, BLK, buf, NULL, 0},                    /* pattern file (readv's path) */
-        {1234, 5000, buf + BLK, pfile, 0},          /* P-file, unaligned           */
-        {psize - 100, BLK, buf + 2 * BLK, pfile, 0}, /* P-file, runs past its end   */
-        {2 * BLK, BLK, buf + 3 * BLK, NULL, 0},     /* pattern file                */
-    };
-    int mst = memtier_readv(ctx, path, mix, 4, MEMTIER_TARGET_CPU);
+    /* Its own buffer, independent of --batch: one destination per element, each
+     * as large as the element's size and page-aligned, none overlapping. */
+    enum { MIX_N = 4 };
+    const uint64_t mix_off[MIX_N] = {0, 1234, psize - 100, 2 * BLK};
+    const uint64_t mix_len[MIX_N] = {BLK, 5000, BLK, BLK};
+    const char* mix_path[MIX_N] = {NULL, pfile, pfile, NULL};
+    size_t mix_at[MIX_N], mix_bytes = 0;
+    for (int k = 0; k < MIX_N; k++) {
+        mix_at[k] = mix_bytes;
+        mix_bytes += (size_t)((mix_len[k] + BLK - 1) / BLK * BLK);
+    }
+    uint8_t* mbuf = (uint8_t*)mt_alloc(mix_bytes);
+    memtier_iovec_t mix[MIX_N];
+    for (int k = 0; k < MIX_N; k++) {
+        mix[k].offset = mix_off[k];
+        mix[k].size = mix_len[k];
+        mix[k].dst = mbuf + mix_at[k];
+        mix[k].path = mix_path[k];
+        mix[k].result = 0;
+    }
+    int mst = memtier_readv(ctx, path, mix, MIX_N, MEMTIER_TARGET_CPU);
     int good = mst == MEMTIER_ERR_EOF && mix[0].result == (int64_t)BLK && mix[1].result == 5000 &&
                mix[2].result == MEMTIER_ERR_EOF && mix[3].result == (int64_t)BLK &&
-               mt_pattern_check(buf, 0, BLK) == MT_NO_MISMATCH &&
-               mt_pfile_check(buf + BLK, 1234, 5000) == MT_NO_MISMATCH &&
-               mt_pattern_check(buf + 3 * BLK, 2 * BLK, BLK) == MT_NO_MISMATCH;
+               mt_pattern_check(mix[0].dst, mix_off[0], BLK) == MT_NO_MISMATCH &&
+               mt_pfile_check(mix[1].dst, mix_off[1], 5000) == MT_NO_MISMATCH &&
+               mt_pattern_check(mix[3].dst, mix_off[3], BLK) == MT_NO_MISMATCH;
     printf("mixed batch (2 files, element 2 past the P-file's end): readv -> %s,\n", mt_status_name(mst));
     printf("  results [%" PRId64 ", %" PRId64 ", %" PRId64 " (%s), %" PRId64 "] -> %s\n", mix[0].result,
            mix[1].result, mix[2].result, mt_status_name((int)mix[2].result), mix[3].result,
@@ -171,6 +194,7 @@ int main(int argc, char** argv) {
     free(offs);
     free(iov);
     free(buf);
+    free(mbuf);
     mt_check(memtier_finalize(ctx), "memtier_finalize");
     printf("%s\n", ok ? "readv_small_io: OK" : "readv_small_io: FAILED");
     return ok ? 0 : 1;

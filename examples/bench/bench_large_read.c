@@ -6,8 +6,16 @@
  *                    [--cold] [--warm] [--repeat=R] [--overwrite] [--json]
  *
  * F defaults to a temporary experiment-pattern file (removed at exit); a given F
- * that is missing or shorter than N is created / extended with the pattern first.
+ * that is missing or shorter than N is created / extended with the pattern first
+ * (one "note: created|extended <absolute path>" line says so).
  * N defaults to the size of F, or 256 MiB for the temporary file.
+ *
+ * Refused with exit 2 before anything is written: an F that is not a regular
+ * file (a FIFO, directory, device); an N whose missing bytes do not fit in the
+ * free space of F's file system minus a safety margin (the smaller of 1 GiB and
+ * 5% of the file system); an N larger than the physical memory (the result
+ * buffer holds all N bytes); --repeat outside 1..64. A write that fails removes
+ * the file it created, or truncates the file it extended back to its old size.
  *
  * Modes (every one reads N bytes into one page-aligned, pre-faulted buffer):
  *   memtier  one memtier_read_ex of N bytes, DRAM cache off + MEMTIER_READ_ONCE
@@ -30,7 +38,7 @@
  * the runs) minus RSS before them is MemTier's own footprint; "rss_ok" when it
  * is at most the cache budget + 64 MiB.
  *
- * Exit 0, or 1 when a read failed or returned wrong bytes.
+ * Exit 0, 1 when a read failed or returned wrong bytes, 2 on a usage error.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -103,7 +111,7 @@ static int run_memtier(bench_t* b, double* secs, char* why, size_t wlen) {
 
 static int run_posix(bench_t* b, double* secs, char* why, size_t wlen) {
     uint64_t t0 = mt_now_ns();
-    int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+    int fd = mt_open_file(b->path, O_RDONLY, 0);
     if (fd < 0) {
         snprintf(why, wlen, "open: %s", strerror(errno));
         return -1;
@@ -126,7 +134,7 @@ static int run_posix(bench_t* b, double* secs, char* why, size_t wlen) {
 
 static int run_direct(bench_t* b, double* secs, char* why, size_t wlen) {
     uint64_t t0 = mt_now_ns();
-    int fd = open(b->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    int fd = mt_open_file(b->path, O_RDONLY | O_DIRECT, 0);
     if (fd < 0) {
         snprintf(why, wlen, "%s", errno == EINVAL ? "O_DIRECT not supported by this file system"
                                                   : strerror(errno));
@@ -165,7 +173,7 @@ static int run_direct(bench_t* b, double* secs, char* why, size_t wlen) {
 
 static int run_mmap(bench_t* b, double* secs, char* why, size_t wlen) {
     uint64_t t0 = mt_now_ns();
-    int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+    int fd = mt_open_file(b->path, O_RDONLY, 0);
     if (fd < 0) {
         snprintf(why, wlen, "open: %s", strerror(errno));
         return -1;
@@ -501,7 +509,7 @@ int main(int argc, char** argv) {
         usage(stdout, flags, nflags);
         return 0;
     }
-    if (repeat < 1 || repeat > MAX_REPEAT) mt_die("--repeat must be 1..%d", MAX_REPEAT);
+    mt_flag_range("repeat", repeat, 1, MAX_REPEAT);
     int modes[M_COUNT], nmodes = 0;
     if (strcmp(mode, "all") == 0) {
         for (int m = 0; m < M_COUNT; m++) modes[nmodes++] = m;
@@ -532,22 +540,32 @@ int main(int argc, char** argv) {
     b.file_is_pattern = -1;
     if (file == NULL) {
         if (size == 0) size = 256 * MT_MIB;
+        /* The same checks as for --file, before the file is written. */
+        mt_require_temp_space("bench_large_read", size);
+        mt_require_memory("the result buffer (--size)", size);
         b.path = mt_temp_file("bench_large_read", size, MT_CONTENT_PATTERN);
         b.file_is_pattern = 1;
         mt_note("note: no --file: using a temporary %s experiment-pattern file %s\n",
                 mt_fmt_bytes((char[32]){0}, 32, size), b.path);
     } else {
         b.path = file;
+        /* A FIFO, directory or device is refused (exit 2) before any open. */
+        const int exists = mt_require_regular(file, NULL);
         if (size == 0) {
-            int64_t fs = mt_file_size(file);
-            if (fs < 0) mt_die("%s: %s (give --size=N to create it)", file, strerror(errno));
-            size = (uint64_t)fs;
+            if (!exists) mt_die("%s: %s (give --size=N to create it)", file, strerror(errno));
+            size = (uint64_t)mt_file_size(file);
         } else {
+            /* Refused (exit 2) before anything is written: a size the file system
+             * cannot hold, then one the result buffer cannot. */
+            mt_require_space_to_grow(file, size);
+            mt_require_memory("the result buffer (--size)", size);
             int what = mt_ensure_pattern_file(file, size, overwrite);
             if (what != MT_FILE_KEPT) b.file_is_pattern = 1;
         }
     }
     if (size == 0) mt_die("nothing to read: size 0");
+    mt_require_memory(file != NULL ? "the result buffer (the size of --file)" : "the result buffer (--size)",
+                      size);
     b.size = size;
     b.buf_len = (size_t)((size + PREAD_CHUNK - 1) / PREAD_CHUNK * PREAD_CHUNK);
     b.buf = (uint8_t*)mt_alloc(b.buf_len);

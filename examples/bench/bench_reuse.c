@@ -5,8 +5,17 @@
  *   bench_reuse [F] [--size=N] [--chunk=4M] [--repeat=R] [--cold] [--overwrite] [--json]
  *
  * F defaults to a temporary 256 MiB experiment-pattern file; a given F that is
- * missing or shorter than --size is created / extended with the pattern first.
+ * missing or shorter than --size is created / extended with the pattern first
+ * (one "note: created|extended <absolute path>" line says so).
  * N defaults to the size of F.
+ *
+ * Refused with exit 2 before anything is written: an F that is not a regular
+ * file (a FIFO, directory, device); an N whose missing bytes do not fit in the
+ * free space of F's file system minus a safety margin (the smaller of 1 GiB and
+ * 5% of the file system); an N that with its read buffer does not fit in the
+ * physical memory (the DRAM cache holds all N bytes); --chunk outside 1 B..1 TiB;
+ * --repeat outside 1..64. A write that fails removes the file it created, or
+ * truncates the file it extended back to its old size.
  *
  *   pass 1    memtier_read_ex(MEMTIER_READ_WILL_REUSE) of [0, N) in chunks into a
  *             context whose cache budget (cache_bytes) is N + 64 MiB: fills the
@@ -20,7 +29,7 @@
  *
  * Memory: peak RSS (VmHWM, reset before the memtier passes) minus RSS before
  * them is MemTier's footprint; "rss_ok" when it is at most the cache budget +
- * 64 MiB. Exit 0, or 1 when a read failed or returned wrong bytes.
+ * 64 MiB. Exit 0, 1 when a read failed or returned wrong bytes, 2 on a usage error.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +43,9 @@
 #include "mt_util.h"
 
 #define MAX_REPEAT 64
+#define MEM_WHAT "the DRAM cache (all N bytes) plus the read buffer (min(--chunk, N))"
+/* N + min(chunk, N), saturating. */
+#define MEM_BYTES(n, c) ((n) > UINT64_MAX / 2 ? UINT64_MAX : (n) + ((c) < (n) ? (c) : (n)))
 
 typedef struct bench {
     const char* path;
@@ -64,7 +76,7 @@ static double memtier_pass(const bench_t* b, memtier_ctx_t* ctx, uint64_t* sum) 
 }
 
 static double pread_pass(const bench_t* b, uint64_t* sum) {
-    int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+    int fd = mt_open_file(b->path, O_RDONLY, 0);
     if (fd < 0) mt_die("open %s: %s", b->path, strerror(errno));
     uint64_t ns = 0;
     mt_checksum_t cs;
@@ -110,7 +122,8 @@ int main(int argc, char** argv) {
         mt_print_flags(stdout, flags, nflags);
         return 0;
     }
-    if (chunk == 0 || repeat < 1 || repeat > MAX_REPEAT) mt_die("--chunk must be > 0, --repeat 1..%d", MAX_REPEAT);
+    mt_flag_size_range("chunk", chunk, 1, 1024 * MT_GIB);
+    mt_flag_range("repeat", repeat, 1, MAX_REPEAT);
     if (json) mt_set_note_stream(stderr);
 
     bench_t b;
@@ -119,26 +132,34 @@ int main(int argc, char** argv) {
     b.is_pattern = 1;
     if (npos == 0) {
         if (size == 0) size = 256 * MT_MIB;
+        /* The same checks as for F, before the file is written. */
+        mt_require_temp_space("bench_reuse", size);
+        mt_require_memory(MEM_WHAT, MEM_BYTES(size, chunk));
         b.path = mt_temp_file("bench_reuse", size, MT_CONTENT_PATTERN);
         mt_note("note: no F: using a temporary %s experiment-pattern file %s\n",
                 mt_fmt_bytes((char[32]){0}, 32, size), b.path);
     } else {
         b.path = pos[0];
+        /* A FIFO, directory or device is refused (exit 2) before any open. */
+        const int exists = mt_require_regular(b.path, NULL);
         if (size == 0) {
-            int64_t fs = mt_file_size(b.path);
-            if (fs < 0) mt_die("%s: %s (give --size=N to create it)", b.path, strerror(errno));
-            size = (uint64_t)fs;
+            if (!exists) mt_die("%s: %s (give --size=N to create it)", b.path, strerror(errno));
+            size = (uint64_t)mt_file_size(b.path);
         } else {
+            /* Refused (exit 2) before anything is written. */
+            mt_require_space_to_grow(b.path, size);
+            mt_require_memory(MEM_WHAT, MEM_BYTES(size, chunk));
             mt_ensure_pattern_file(b.path, size, overwrite);
         }
     }
     if (size == 0) mt_die("nothing to read: size 0");
+    mt_require_memory(MEM_WHAT, MEM_BYTES(size, chunk));
     b.size = size;
     b.buf = (uint8_t*)mt_alloc((size_t)(chunk < size ? chunk : size));
 
     /* Baseline first warms the page cache and tells whether F is a pattern file. */
     {
-        int fd = open(b.path, O_RDONLY | O_CLOEXEC);
+        int fd = mt_open_file(b.path, O_RDONLY, 0);
         if (fd < 0) mt_die("open %s: %s", b.path, strerror(errno));
         size_t n = (size_t)(size < chunk ? size : chunk);
         if (mt_pread_full(fd, b.buf, n, 0) != (int64_t)n) mt_die("pread %s: %s", b.path, strerror(errno));

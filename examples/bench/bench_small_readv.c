@@ -6,7 +6,8 @@
  *                     [--lat-count=200000] [--region=64M] [--overwrite] [--json]
  *
  * F defaults to a temporary 256 MiB experiment-pattern file; a given F missing or
- * shorter than --size is created / extended with the pattern first.
+ * shorter than --size is created / extended with the pattern first (one
+ * "note: created|extended <absolute path>" line says so).
  *
  * Throughput: --count random 4 KiB-aligned 4 KiB reads over [0, N) (fixed seed
  * 0x5EED, same offsets for every mode):
@@ -25,7 +26,16 @@
  *
  * Memory: "rss_ok" when MemTier's peak RSS overhead (VmHWM after the memtier runs
  * minus RSS before them) is at most the cache budget + 64 MiB.
- * Exit 0, or 1 when a read failed or returned wrong bytes.
+ *
+ * Limits (else exit 2, before anything is written): --count 1..10,000,000,
+ * --batch 1..65536 (buffers hold min(batch, count) blocks), --lat-count
+ * 0..10,000,000, --region 4 KiB..1 TiB (clamped to N; the prefetched region must
+ * fit in memory), N at least 4 KiB; F must be a regular file (not a FIFO,
+ * directory or device); the bytes F lacks must fit in the free space of its file
+ * system minus a safety margin (the smaller of 1 GiB and 5% of the file system).
+ * A write that fails removes the file it created, or truncates the file it
+ * extended back to its old size.
+ * Exit 0, 1 when a read failed or returned wrong bytes, 2 on a usage error.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,9 +49,12 @@
 #include "mt_util.h"
 
 #define BLK 4096u
+#define MAX_COUNT 10000000L
+#define MAX_BATCH 65536L
 
 enum { M_PREAD, M_READV, M_READ, M_COUNT };
 static const char* const mode_names[M_COUNT] = {"pread", "readv", "read loop"};
+#define REGION_WHAT "the prefetched latency region (min(--region, N), held in the DRAM cache)"
 
 typedef struct result {
     int ran;
@@ -55,7 +68,7 @@ typedef struct bench {
     uint64_t size;
     const uint64_t* offs;
     long count, batch;
-    uint8_t* buf; /* batch * BLK */
+    uint8_t* buf; /* min(batch, count) * BLK */
     memtier_iovec_t* iov;
     memtier_ctx_t* ctx; /* cache disabled */
 } bench_t;
@@ -73,7 +86,7 @@ static double run_mode(bench_t* b, int m) {
     uint64_t ns = 0;
     int fd = -1;
     if (m == M_PREAD) {
-        fd = open(b->path, O_RDONLY | O_CLOEXEC);
+        fd = mt_open_file(b->path, O_RDONLY, 0);
         if (fd < 0) mt_die("open %s: %s", b->path, strerror(errno));
     }
     for (long i = 0; i < b->count; i += b->batch) {
@@ -123,7 +136,7 @@ static void run_pass(bench_t* b, int cold, result_t* res, int* nres_modes, int* 
     *nres_modes = n;
     if (!cold) {
         /* Untimed sequential pass: the whole range in the page cache. */
-        int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+        int fd = mt_open_file(b->path, O_RDONLY, 0);
         if (fd < 0) mt_die("open %s: %s", b->path, strerror(errno));
         uint8_t* tmp = (uint8_t*)malloc(1 << 20);
         if (tmp == NULL) mt_die("out of memory");
@@ -241,7 +254,11 @@ int main(int argc, char** argv) {
         mt_print_flags(stdout, flags, nflags);
         return 0;
     }
-    if (count < 1 || batch < 1 || lat_count < 0) mt_die("--count and --batch must be > 0, --lat-count >= 0");
+    mt_flag_range("count", count, 1, MAX_COUNT);
+    mt_flag_range("batch", batch, 1, MAX_BATCH);
+    mt_flag_range("lat-count", lat_count, 0, MAX_COUNT);
+    mt_flag_size_range("region", region, BLK, 1024 * MT_GIB);
+    if (size != 0) mt_flag_size_range("size", size, BLK, UINT64_MAX); /* 0: the default */
     if (json) mt_set_note_stream(stderr);
     const int do_warm = warm || !cold, do_cold = cold || !warm;
 
@@ -249,35 +266,44 @@ int main(int argc, char** argv) {
     memset(&b, 0, sizeof b);
     if (npos == 0) {
         if (size == 0) size = 256 * MT_MIB;
+        mt_require_temp_space("bench_small_readv", size);
+        if (lat_count > 0) mt_require_memory(REGION_WHAT, region < size ? region : size);
         b.path = mt_temp_file("bench_small_readv", size, MT_CONTENT_PATTERN);
         mt_note("note: no F: using a temporary %s experiment-pattern file %s\n",
                 mt_fmt_bytes((char[32]){0}, 32, size), b.path);
     } else {
         b.path = pos[0];
+        /* A FIFO, directory or device is refused (exit 2) before any open. */
+        const int exists = mt_require_regular(b.path, NULL);
         if (size == 0) {
-            int64_t fs = mt_file_size(b.path);
-            if (fs < 0) mt_die("%s: %s (give --size=N to create it)", b.path, strerror(errno));
-            size = (uint64_t)fs;
+            if (!exists) mt_die("%s: %s (give --size=N to create it)", b.path, strerror(errno));
+            size = (uint64_t)mt_file_size(b.path);
         } else {
+            /* Refused (exit 2) before anything is written. */
+            mt_require_space_to_grow(b.path, size);
+            if (lat_count > 0) mt_require_memory(REGION_WHAT, region < size ? region : size);
             mt_ensure_pattern_file(b.path, size, overwrite);
         }
     }
+    if (lat_count > 0) mt_require_memory(REGION_WHAT, region < size ? region : size);
     if (size < BLK) mt_die("the file must hold at least 4 KiB");
     b.size = size;
     b.count = count;
     b.batch = batch;
 
     uint64_t* offs = (uint64_t*)malloc((size_t)count * sizeof *offs);
-    b.iov = (memtier_iovec_t*)calloc((size_t)batch, sizeof *b.iov);
+    /* A batch never holds more than count reads: buffers are sized for that. */
+    const long slots = batch < count ? batch : count;
+    b.iov = (memtier_iovec_t*)calloc((size_t)slots, sizeof *b.iov);
     if (offs == NULL || b.iov == NULL) mt_die("out of memory");
     mt_rng_t rng;
     mt_rng_seed(&rng, 0x5EED);
     for (long i = 0; i < count; i++) offs[i] = mt_rng_below(&rng, size / BLK) * BLK;
     b.offs = offs;
-    b.buf = (uint8_t*)mt_alloc((size_t)batch * BLK);
+    b.buf = (uint8_t*)mt_alloc((size_t)slots * BLK);
     {
         /* Is F a pattern file? (the benchmark checks every byte against it) */
-        int fd = open(b.path, O_RDONLY | O_CLOEXEC);
+        int fd = mt_open_file(b.path, O_RDONLY, 0);
         if (fd < 0 || mt_pread_full(fd, b.buf, BLK, 0) != (int64_t)BLK) mt_die("read %s: %s", b.path, strerror(errno));
         close(fd);
         if (mt_pattern_check(b.buf, 0, BLK) != MT_NO_MISMATCH)

@@ -9,12 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -188,7 +190,26 @@ static int g_cleanup_dir[MT_MAX_CLEANUP];
 static volatile sig_atomic_t g_cleanup_n;
 static int g_cleanup_installed;
 
+/* The file write in progress (mt_write_file): undone when the write fails, and
+ * by the signal handler when the process is interrupted while writing. A file
+ * the write created (or whose old contents it had already replaced) is removed;
+ * a file it extended is truncated back to its old size. */
+static char g_pending_path[PATH_MAX];
+static volatile sig_atomic_t g_pending_active;
+static int g_pending_fd = -1;
+static int g_pending_remove;
+static off_t g_pending_old_size;
+
+/* pending_undo: async-signal-safe (unlink, ftruncate). Returns 0 or -1 (errno). */
+static int pending_undo(void) {
+    if (!g_pending_active) return 0;
+    g_pending_active = 0;
+    if (g_pending_remove) return unlink(g_pending_path);
+    return ftruncate(g_pending_fd, g_pending_old_size);
+}
+
 static void cleanup_all(void) {
+    (void)pending_undo();
     int n = (int)g_cleanup_n;
     g_cleanup_n = 0;
     for (int i = n - 1; i >= 0; i--) {
@@ -201,7 +222,7 @@ static void cleanup_all(void) {
 }
 
 static void cleanup_signal(int sig) {
-    cleanup_all(); /* unlink and rmdir are async-signal-safe */
+    cleanup_all(); /* unlink, rmdir and ftruncate are async-signal-safe */
     /* SA_RESETHAND restored the default action; the signal is delivered again
      * when this handler returns. */
     raise(sig);
@@ -216,25 +237,30 @@ void mt_cleanup_now(void) {
     }
 }
 
-void mt_cleanup_add(const char* path, int is_dir) {
-    if (!g_cleanup_installed) {
-        g_cleanup_installed = 1;
-        atexit(mt_cleanup_now);
-        const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-            struct sigaction old;
-            if (sigaction(sigs[i], NULL, &old) != 0) continue;
-            if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL) continue;
-            if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction != NULL) continue;
-            struct sigaction sa;
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = cleanup_signal;
-            sigemptyset(&sa.sa_mask);
-            /* SA_ONSTACK: a Go runtime lives in this process (libmemtier.so). */
-            sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
-            sigaction(sigs[i], &sa, NULL);
-        }
+/* install_cleanup: mt_cleanup_now at exit, cleanup_signal on SIGINT, SIGTERM,
+ * SIGHUP (only where the default action is in place). */
+static void install_cleanup(void) {
+    if (g_cleanup_installed) return;
+    g_cleanup_installed = 1;
+    atexit(mt_cleanup_now);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) != 0) continue;
+        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL) continue;
+        if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction != NULL) continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = cleanup_signal;
+        sigemptyset(&sa.sa_mask);
+        /* SA_ONSTACK: a Go runtime lives in this process (libmemtier.so). */
+        sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+        sigaction(sigs[i], &sa, NULL);
     }
+}
+
+void mt_cleanup_add(const char* path, int is_dir) {
+    install_cleanup();
     int n = (int)g_cleanup_n;
     if (n >= MT_MAX_CLEANUP) {
         fprintf(stderr, "note: too many temporary paths; %s will not be removed\n", path);
@@ -248,6 +274,146 @@ void mt_cleanup_add(const char* path, int is_dir) {
 const char* mt_tmp_dir(void) {
     const char* t = getenv("TMPDIR");
     return (t != NULL && t[0] != '\0') ? t : "/tmp";
+}
+
+/* ------------------------------------------------------------------ */
+/* Paths, file types, free space                                       */
+/* ------------------------------------------------------------------ */
+
+/* split_path: the directory part of path into dir ("." when there is none,
+ * "/" for a file in the root) and a pointer to the last component. */
+static const char* split_path(const char* path, char* dir, size_t len) {
+    const char* slash = strrchr(path, '/');
+    if (slash == NULL) {
+        snprintf(dir, len, ".");
+        return path;
+    }
+    if (slash == path)
+        snprintf(dir, len, "/");
+    else
+        snprintf(dir, len, "%.*s", (int)(slash - path), path);
+    return slash + 1;
+}
+
+const char* mt_abs_path(const char* path, char* out, size_t len) {
+    char dir[PATH_MAX];
+    const char* base = split_path(path, dir, sizeof dir);
+    char* real = realpath(dir, NULL);
+    if (real != NULL) {
+        snprintf(out, len, "%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", base);
+        free(real);
+        return out;
+    }
+    char cwd[PATH_MAX];
+    if (path[0] != '/' && getcwd(cwd, sizeof cwd) != NULL)
+        snprintf(out, len, "%s/%s", cwd, path);
+    else
+        snprintf(out, len, "%s", path);
+    return out;
+}
+
+const char* mt_file_kind(unsigned mode) {
+    const mode_t m = (mode_t)mode;
+    if (S_ISREG(m)) return "a regular file";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISLNK(m)) return "a symbolic link";
+    return "not a regular file";
+}
+
+static void die_not_regular(const char* path, mode_t mode) __attribute__((noreturn));
+static void die_not_regular(const char* path, mode_t mode) {
+    mt_usage_die("%s is %s, not a regular file: refusing to use it%s", path, mt_file_kind(mode),
+                 S_ISFIFO(mode) ? " (opening or reading it would block until another process opens its "
+                                  "other end; give the path of a regular file)"
+                                : " (give the path of a regular file)");
+}
+
+int mt_require_regular(const char* path, struct stat* st_out) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    if (!S_ISREG(st.st_mode)) die_not_regular(path, st.st_mode);
+    if (st_out != NULL) *st_out = st;
+    return 1;
+}
+
+int mt_open_file(const char* path, int flags, unsigned mode) {
+    /* O_NONBLOCK: a FIFO swapped in after mt_require_regular cannot block the
+     * open (a reader's open returns at once, a writer's fails with ENXIO). */
+    int fd = open(path, flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, (mode_t)mode);
+    struct stat st;
+    if (fd < 0) {
+        int e = errno;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) die_not_regular(path, st.st_mode);
+        errno = e;
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        die_not_regular(path, st.st_mode);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int mt_free_space(const char* path, uint64_t* avail, uint64_t* margin, uint64_t* total) {
+    char dir[PATH_MAX];
+    split_path(path, dir, sizeof dir);
+    struct statvfs sv;
+    if (statvfs(dir, &sv) != 0) return -1;
+    const uint64_t unit = sv.f_frsize ? (uint64_t)sv.f_frsize : (uint64_t)sv.f_bsize;
+    const uint64_t t = (uint64_t)sv.f_blocks * unit;
+    const uint64_t five_pct = t / 20;
+    if (avail) *avail = (uint64_t)sv.f_bavail * unit;
+    if (margin) *margin = five_pct < MT_GIB ? five_pct : MT_GIB;
+    if (total) *total = t;
+    return 0;
+}
+
+void mt_require_space(const char* path, uint64_t need) {
+    if (need == 0) return;
+    uint64_t avail = 0, margin = 0, total = 0;
+    if (mt_free_space(path, &avail, &margin, &total) != 0) {
+        /* A missing directory: the open that follows reports it. */
+        if (errno != ENOENT && errno != ENOTDIR)
+            fprintf(stderr, "note: cannot check the free space for %s: %s\n", path, strerror(errno));
+        return;
+    }
+    const uint64_t allowed = avail > margin ? avail - margin : 0;
+    if (need <= allowed) return;
+    char abs[PATH_MAX], dir[PATH_MAX], a[32], b[32], c[32], d[32], e[32];
+    mt_abs_path(path, abs, sizeof abs);
+    split_path(abs, dir, sizeof dir);
+    mt_usage_die("not enough free space: refusing to write %s\n"
+                 "  needed:    %" PRIu64 " more bytes (%s)\n"
+                 "  available: %" PRIu64 " bytes (%s) in %s, less a safety margin of %s (the smaller of\n"
+                 "             1 GiB and 5%% of the %s file system): at most %" PRIu64 " bytes (%s) may be written\n"
+                 "  nothing was written; check the size you asked for",
+                 abs, need, mt_fmt_bytes(a, sizeof a, need), avail, mt_fmt_bytes(b, sizeof b, avail), dir,
+                 mt_fmt_bytes(c, sizeof c, margin), mt_fmt_bytes(d, sizeof d, total), allowed,
+                 mt_fmt_bytes(e, sizeof e, allowed));
+}
+
+void mt_require_space_to_grow(const char* path, uint64_t size) {
+    struct stat st;
+    const int exists = mt_require_regular(path, &st);
+    const uint64_t have = exists ? (uint64_t)st.st_size : 0;
+    if (have < size) mt_require_space(path, size - have);
 }
 
 /* ------------------------------------------------------------------ */
@@ -285,6 +451,11 @@ int mt_write_content(int fd, uint64_t start, uint64_t size, mt_content_t content
                 errno = e;
                 return -1;
             }
+            if (w == 0) { /* no progress and no error: do not spin */
+                free(buf);
+                errno = EIO;
+                return -1;
+            }
             done += (size_t)w;
         }
         off += n;
@@ -303,16 +474,56 @@ int mt_write_content(int fd, uint64_t start, uint64_t size, mt_content_t content
     return fsync(fd);
 }
 
+void mt_write_file(int fd, const char* path, uint64_t start, uint64_t size, mt_content_t content,
+                   int how) {
+    char abs[PATH_MAX];
+    mt_abs_path(path, abs, sizeof abs);
+    if (strlen(abs) >= sizeof g_pending_path) mt_die("path too long: %s", path);
+    install_cleanup();
+    snprintf(g_pending_path, sizeof g_pending_path, "%s", abs);
+    g_pending_fd = fd;
+    g_pending_remove = how != MT_FILE_EXTENDED;
+    g_pending_old_size = (off_t)start;
+    g_pending_active = 1;
+    int rc = mt_write_content(fd, start, size, content, size - start > 256 * MT_MIB, abs);
+    if (rc == 0) {
+        g_pending_active = 0;
+        return;
+    }
+    const int e = errno;
+    const int urc = pending_undo();
+    const int ue = errno;
+    close(fd);
+    char a[32];
+    fflush(stdout);
+    if (how == MT_FILE_EXTENDED)
+        fprintf(stderr, "error: writing %s: %s; %s it back to its previous size %" PRIu64 " bytes (%s)\n",
+                abs, strerror(e), urc == 0 ? "truncated" : "could not truncate", start,
+                mt_fmt_bytes(a, sizeof a, start));
+    else
+        fprintf(stderr, "error: writing %s: %s; %s the partial file%s\n", abs, strerror(e),
+                urc == 0 ? "removed" : "could not remove",
+                how == MT_FILE_REWRITTEN ? " (its previous contents had already been replaced)" : "");
+    if (urc != 0) fprintf(stderr, "error: %s: %s\n", abs, strerror(ue));
+    exit(1);
+}
+
+void mt_require_temp_space(const char* tag, uint64_t size) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/memtier_%s_XXXXXX", mt_tmp_dir(), tag);
+    mt_require_space(path, size);
+}
+
 char* mt_temp_file(const char* tag, uint64_t size, mt_content_t content) {
     size_t len = strlen(mt_tmp_dir()) + strlen(tag) + 32;
     char* path = (char*)malloc(len);
     if (path == NULL) mt_die("out of memory");
     snprintf(path, len, "%s/memtier_%s_XXXXXX", mt_tmp_dir(), tag);
+    mt_require_space(path, size); /* before mkstemp: nothing to remove on refusal */
     int fd = mkstemp(path);
     if (fd < 0) mt_die("mkstemp %s: %s (set TMPDIR to a writable directory)", path, strerror(errno));
     mt_cleanup_add(path, 0);
-    if (mt_write_content(fd, 0, size, content, size > 256 * MT_MIB, path) != 0)
-        mt_die("writing %s: %s", path, strerror(errno));
+    mt_write_file(fd, path, 0, size, content, MT_FILE_CREATED);
     close(fd);
     return path;
 }
@@ -350,19 +561,23 @@ static int is_pattern_prefix(int fd, uint64_t n) {
 }
 
 int mt_ensure_pattern_file(const char* path, uint64_t size, int overwrite) {
-    char a[32], b[32];
+    char a[32], b[32], abs[PATH_MAX];
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) mt_die("%s is not a regular file", path);
-    int exists = stat(path, &st) == 0;
-    if (exists && (uint64_t)st.st_size >= size) return MT_FILE_KEPT;
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int exists = mt_require_regular(path, &st); /* exits 2 unless regular or missing */
+    if (!exists && errno != ENOENT) mt_die("%s: %s", path, strerror(errno));
+    const uint64_t have = exists ? (uint64_t)st.st_size : 0;
+    if (exists && have >= size) return MT_FILE_KEPT;
+    /* Before anything is written: refuse a size the file system cannot hold. */
+    mt_require_space(path, size - have);
+    /* O_EXCL: a file that is removed on failure must be one this call created. */
+    int fd = mt_open_file(path, exists ? O_RDWR : (O_RDWR | O_CREAT | O_EXCL), 0644);
     if (fd < 0) mt_die("cannot open %s for writing: %s", path, strerror(errno));
-    uint64_t have = exists ? (uint64_t)st.st_size : 0;
+    mt_abs_path(path, abs, sizeof abs);
     int what = MT_FILE_CREATED;
     uint64_t start = 0;
     if (exists) {
-        if (is_pattern_prefix(fd, have)) {
-            what = have > 0 ? MT_FILE_EXTENDED : MT_FILE_CREATED;
+        if (have == 0 || is_pattern_prefix(fd, have)) {
+            what = MT_FILE_EXTENDED;
             start = have;
         } else if (overwrite) {
             what = MT_FILE_REWRITTEN;
@@ -374,22 +589,23 @@ int mt_ensure_pattern_file(const char* path, uint64_t size, int overwrite) {
                    path, mt_fmt_bytes(a, sizeof a, have), mt_fmt_bytes(b, sizeof b, size));
         }
     }
-    if (what == MT_FILE_EXTENDED)
-        mt_note("note: %s is shorter (%s) than --size; extending it with the experiment pattern to %s\n",
-                path, mt_fmt_bytes(a, sizeof a, have), mt_fmt_bytes(b, sizeof b, size));
+    mt_write_file(fd, path, start, size, MT_CONTENT_PATTERN, what);
+    if (close(fd) != 0) mt_die("closing %s: %s", abs, strerror(errno));
+    if (what == MT_FILE_CREATED)
+        mt_note("note: created %s: %s (%" PRIu64 " bytes) of the experiment pattern\n", abs,
+                mt_fmt_bytes(b, sizeof b, size), size);
+    else if (what == MT_FILE_EXTENDED)
+        mt_note("note: extended %s from %s to %s (%" PRIu64 " bytes) with the experiment pattern\n", abs,
+                mt_fmt_bytes(a, sizeof a, have), mt_fmt_bytes(b, sizeof b, size), size);
     else
-        mt_note("note: %s %s; writing %s of the experiment pattern\n", path,
-                what == MT_FILE_REWRITTEN ? "is shorter than --size (--overwrite)"
-                                          : (exists ? "is empty" : "does not exist"),
-                mt_fmt_bytes(b, sizeof b, size));
-    if (mt_write_content(fd, start, size, MT_CONTENT_PATTERN, size - start > 256 * MT_MIB, path) != 0)
-        mt_die("writing %s: %s", path, strerror(errno));
-    close(fd);
+        mt_note("note: rewrote %s: %s (%" PRIu64 " bytes) of the experiment pattern replaced its "
+                "%s of other bytes (--overwrite)\n",
+                abs, mt_fmt_bytes(b, sizeof b, size), size, mt_fmt_bytes(a, sizeof a, have));
     return what;
 }
 
 int mt_drop_page_cache(const char* path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = mt_open_file(path, O_RDONLY, 0);
     if (fd < 0) return -1;
     /* Dirty pages cannot be dropped: write them back first. fdatasync on a
      * read-only descriptor is allowed on Linux. */
@@ -404,7 +620,7 @@ int mt_drop_page_cache(const char* path) {
 }
 
 int64_t mt_page_cache_resident(const char* path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = mt_open_file(path, O_RDONLY, 0);
     if (fd < 0) return -1;
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -519,6 +735,12 @@ int mt_peak_rss_reset(void) {
 void* mt_alloc(size_t n) {
     void* p = NULL;
     size_t sz = n > 0 ? n : 1;
+    if ((uint64_t)n > mt_phys_mem_bytes()) {
+        /* Every page is touched below: this would only end in the OOM killer. */
+        char a[32], b[32];
+        mt_die("cannot allocate %s: more than this machine's physical memory (%s)",
+               mt_fmt_bytes(a, sizeof a, n), mt_fmt_bytes(b, sizeof b, mt_phys_mem_bytes()));
+    }
     if (posix_memalign(&p, 4096, sz) != 0 || p == NULL) {
         char b[32];
         mt_die("cannot allocate %s", mt_fmt_bytes(b, sizeof b, n));
@@ -765,6 +987,47 @@ void mt_die(const char* fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     exit(1);
+}
+
+void mt_usage_die(const char* fmt, ...) {
+    fflush(stdout);
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(MT_EXIT_USAGE);
+}
+
+void mt_flag_range(const char* flag, long v, long lo, long hi) {
+    if (v >= lo && v <= hi) return;
+    mt_usage_die("--%s=%ld is out of range: it must be %ld..%ld (see --help)", flag, v, lo, hi);
+}
+
+void mt_flag_size_range(const char* flag, uint64_t v, uint64_t lo, uint64_t hi) {
+    if (v >= lo && v <= hi) return;
+    char a[32], b[32], c[32];
+    if (hi == UINT64_MAX)
+        mt_usage_die("--%s=%" PRIu64 " (%s) is too small: it must be at least %s (see --help)", flag, v,
+                     mt_fmt_bytes(a, sizeof a, v), mt_fmt_bytes(b, sizeof b, lo));
+    mt_usage_die("--%s=%" PRIu64 " (%s) is out of range: it must be %s..%s (see --help)", flag, v,
+                 mt_fmt_bytes(a, sizeof a, v), mt_fmt_bytes(b, sizeof b, lo), mt_fmt_bytes(c, sizeof c, hi));
+}
+
+uint64_t mt_phys_mem_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || pg <= 0) return UINT64_MAX; /* unknown: no limit */
+    return (uint64_t)pages * (uint64_t)pg;
+}
+
+void mt_require_memory(const char* what, uint64_t bytes) {
+    const uint64_t phys = mt_phys_mem_bytes();
+    if (bytes <= phys) return;
+    char a[32], b[32];
+    mt_usage_die("%s needs %" PRIu64 " bytes (%s) of memory, more than this machine's physical memory "
+                 "(%s); refusing (check the sizes you asked for)",
+                 what, bytes, mt_fmt_bytes(a, sizeof a, bytes), mt_fmt_bytes(b, sizeof b, phys));
 }
 
 void mt_check(int status, const char* what) {

@@ -120,16 +120,71 @@ void mt_cleanup_now(void);
 /* mt_tmp_dir: $TMPDIR if set and non-empty, else "/tmp". */
 const char* mt_tmp_dir(void);
 
+/* mt_abs_path: path made absolute (its directory resolved with realpath; the
+ * file itself need not exist) into out. Returns out. */
+const char* mt_abs_path(const char* path, char* out, size_t len);
+
+/* mt_file_kind: "a regular file", "a directory", "a FIFO (named pipe)", ... for
+ * a st_mode. */
+const char* mt_file_kind(unsigned mode);
+
+/* mt_require_regular: stats path (following links). Returns 1 when it is a
+ * regular file (*st filled when st != NULL), 0 when it cannot be stat'ed
+ * (errno set: ENOENT for a missing file). Anything else (a FIFO, a directory, a
+ * device, a socket) is refused: a message on stderr and exit 2. Every path a
+ * user gives to an example or benchmark goes through this before it is opened. */
+struct stat;
+int mt_require_regular(const char* path, struct stat* st);
+
+/* mt_open_file: open(2) with O_NONBLOCK | O_NOCTTY | O_CLOEXEC added, so that a
+ * FIFO cannot block the open; then refuses (message, exit 2) anything that is not
+ * a regular file and clears O_NONBLOCK. Returns the descriptor, or -1 (errno set)
+ * when the open itself fails. */
+int mt_open_file(const char* path, int flags, unsigned mode);
+
+/* mt_free_space: statvfs of the directory of path (a file that may not exist):
+ * *avail = f_bavail * f_frsize, *margin = the safety margin (the smaller of 1 GiB
+ * and 5% of the file system), *total = its size. NULL pointers are skipped.
+ * Returns 0 or -1 (errno set). */
+int mt_free_space(const char* path, uint64_t* avail, uint64_t* margin, uint64_t* total);
+
+/* mt_require_space: before writing need more bytes into path (created or
+ * extended): when need > available - margin, prints the path, the bytes needed
+ * and available on stderr and exits 2, having written nothing. When the free
+ * space cannot be read (a missing directory) it returns; the open fails later. */
+void mt_require_space(const char* path, uint64_t need);
+
+/* mt_require_space_to_grow: mt_require_space for making path (a regular file or
+ * missing; anything else exits 2) at least size bytes long: the bytes it lacks. */
+void mt_require_space_to_grow(const char* path, uint64_t size);
+
 /* mt_write_content: writes the content bytes [start, size) to fd with
  * 8 MiB pwrite chunks, then fsync. progress != 0 prints a line on stderr
- * every ~5% (label names the file). Returns 0, or -1 with errno set. */
+ * every ~5% (label names the file). Returns 0, or -1 with errno set.
+ * Low level: callers that create or extend a file use mt_write_file. */
 int mt_write_content(int fd, uint64_t start, uint64_t size, mt_content_t content,
                      int progress, const char* label);
 
+/* mt_write_file: mt_write_content of [start, size) to fd (open on path), with
+ * progress lines over 256 MiB. how says what the caller did to the file:
+ * MT_FILE_CREATED (it did not exist) or MT_FILE_REWRITTEN (its old contents are
+ * already gone): the file is removed if the write fails; MT_FILE_EXTENDED: the
+ * file is truncated back to start bytes. On a failure (ENOSPC, EIO, ...) it
+ * undoes that, says so on stderr and exits 1; SIGINT, SIGTERM and SIGHUP during
+ * the write undo it too. Call mt_require_space first. Returns when the bytes are
+ * written and synced (fd stays open). */
+void mt_write_file(int fd, const char* path, uint64_t start, uint64_t size, mt_content_t content,
+                   int how);
+
 /* mt_temp_file: creates a file of size bytes of content in mt_tmp_dir()
  * (name "memtier_<tag>_XXXXXX"), registers it for removal, returns its path
- * (malloc'd; freeing it is optional). Exits 1 with a message on failure. */
+ * (malloc'd; freeing it is optional). Refuses a size the file system cannot
+ * hold (mt_require_space: exit 2); exits 1 with a message on other failures. */
 char* mt_temp_file(const char* tag, uint64_t size, mt_content_t content);
+
+/* mt_require_temp_space: the free-space check of mt_temp_file(tag, size), alone
+ * (to refuse a size before other checks or work). Exits 2 on refusal. */
+void mt_require_temp_space(const char* tag, uint64_t size);
 
 /* mt_temp_dir_make: a new directory in mt_tmp_dir(), registered for removal
  * (register files inside it after it so they go first). Exits 1 on failure. */
@@ -139,11 +194,16 @@ char* mt_temp_dir_make(const char* tag);
 int64_t mt_file_size(const char* path);
 
 /* mt_ensure_pattern_file: makes path hold at least size bytes of the pattern
- * (for benchmarks given --file). A missing file is created; a shorter one is
- * extended when its bytes are the pattern, and rewritten only when overwrite
- * is set (else exits 1 with a message). A file already long enough is left
- * as it is. Returns MT_FILE_KEPT, MT_FILE_CREATED, MT_FILE_EXTENDED or
- * MT_FILE_REWRITTEN and says what it did with mt_note. Exits 1 on I/O errors. */
+ * (for benchmarks given --file). A missing file is created; a shorter one
+ * (empty included) is extended when its bytes are the pattern, and rewritten
+ * only when overwrite is set (else exits 1 with a message). A file already long
+ * enough is left as it is. Anything but a regular file, or a size the file
+ * system cannot hold (free space minus the margin of mt_require_space), is
+ * refused with exit 2 before anything is written. A failed write removes the
+ * file it created or truncates the file it extended back (mt_write_file) and
+ * exits 1. Returns MT_FILE_KEPT, MT_FILE_CREATED, MT_FILE_EXTENDED or
+ * MT_FILE_REWRITTEN; a file it created, extended or rewrote is reported by one
+ * mt_note line naming its absolute path ("note: created /abs/path: ..."). */
 #define MT_FILE_KEPT 0
 #define MT_FILE_CREATED 1
 #define MT_FILE_EXTENDED 2
@@ -179,7 +239,8 @@ uint64_t mt_peak_rss_bytes(void);
 int mt_peak_rss_reset(void);
 
 /* mt_alloc: page-aligned (4096) allocation of n bytes, every page touched so
- * that page faults stay out of timings. Exits 1 on failure. */
+ * that page faults stay out of timings. Exits 1 on failure, or when n is more
+ * than the physical memory (validate flags with mt_require_memory first). */
 void* mt_alloc(size_t n);
 
 /* mt_median: median of n doubles (sorts v in place); 0 for n == 0. */
@@ -246,6 +307,24 @@ void mt_note(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* mt_die: prints "error: ..." on stderr and exits 1. */
 void mt_die(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Exit status of a usage error: a bad or absurd flag value, a path that is not
+ * a regular file, a size the file system cannot hold. */
+#define MT_EXIT_USAGE 2
+
+/* mt_usage_die: prints "error: ..." on stderr and exits MT_EXIT_USAGE (2). */
+void mt_usage_die(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* mt_flag_range: exits 2 with a message unless lo <= v <= hi (flag: its name
+ * without "--"). mt_flag_size_range: the same for a SIZE flag. */
+void mt_flag_range(const char* flag, long v, long lo, long hi);
+void mt_flag_size_range(const char* flag, uint64_t v, uint64_t lo, uint64_t hi);
+
+/* mt_phys_mem_bytes: physical memory of the machine (UINT64_MAX if unknown). */
+uint64_t mt_phys_mem_bytes(void);
+/* mt_require_memory: exits 2 with a message when bytes (what: which buffer,
+ * and which flags set it) exceed the physical memory. */
+void mt_require_memory(const char* what, uint64_t bytes);
 
 /* mt_check: if status != MEMTIER_OK prints what, memtier_strerror(status) and
  * memtier_last_error() on stderr and exits 1. */

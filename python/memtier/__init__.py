@@ -1,0 +1,159 @@
+"""MemTier: read byte ranges of files into memory by the fastest correct path.
+
+MemTier is a Go runtime (``libmemtier.so``, C API ``include/memtier.h``) that
+reads ranges of model weights, checkpoints, dataset samples or KV blocks with
+parallel ``pread``, ``O_DIRECT`` and a userspace DRAM block cache. This
+package binds it with cffi in ABI mode.
+
+Quick use::
+
+    import memtier, numpy as np
+    buf = np.empty(1 << 20, dtype=np.uint8)
+    memtier.read_into("weights.bin", 0, buf)          # default context
+    t = memtier.load_tensor("weights.bin", 4096, (1024, 1024), "bfloat16")
+    with memtier.Context(cache_bytes=8 << 30, io_threads=8) as ctx:
+        data = ctx.read("weights.bin", 0, 4096)
+        print(ctx.stats().cache_hit_bytes)
+
+Loading
+    ``import memtier`` does not load the library (nor torch, nor numpy): it is
+    opened on first use, once per process, from ``$MEMTIER_LIBRARY``, else the
+    packaged ``memtier/_lib/libmemtier.so``, else
+    ``ctypes.util.find_library("memtier")``. A failure raises
+    :class:`LibraryLoadError` (an ImportError and a RuntimeError) listing each
+    path tried with its dlerror text.
+
+Fork
+    The Go runtime does not survive ``fork()``. In a child forked after the
+    parent loaded MemTier every call raises :class:`ForkError` at once; use
+    ``multiprocessing_context="spawn"`` or ``"forkserver"`` (torch DataLoader,
+    multiprocessing), or do not use MemTier in the parent before forking. A
+    child whose parent never loaded it works normally.
+
+Signals
+    Ctrl-C is delivered between C calls; reads above :data:`CHUNK_BYTES` are
+    split so it lands within one piece.
+
+Errors (``memtier_status`` -> exception; all derive from :class:`MemTierError`
+with ``.code``, ``.name`` and ``.detail``):
+
+======================  ==================================================
+INVALID_ARG             InvalidArgumentError (ValueError)
+NOT_FOUND               NotFoundError (FileNotFoundError)
+PERMISSION              PermissionDeniedError (PermissionError)
+EOF                     EndOfFileError (EOFError)
+IO, NOMEM               MemTierError
+UNSUPPORTED             UnsupportedError (NotImplementedError)
+CLOSED                  ClosedError (ValueError)
+BUSY                    BusyError
+TIMEOUT                 MemTierTimeoutError (TimeoutError)
+FORMAT                  FormatError (ValueError)
+IS_DIR                  IsDirectoryError (IsADirectoryError)
+INTERNAL                InternalError
+FORKED                  ForkError (RuntimeError)
+DIRECT_IO               DirectIOError
+NOT_REGULAR             NotRegularFileError (OSError)
+======================  ==================================================
+
+Environment
+    ``MEMTIER_LIBRARY``: library to load. ``MEMTIER_*`` settings (see the
+    README) apply to every new :class:`Context`. ``MEMTIER_PY_FORCE_NO_TORCH=1``:
+    behave as if torch were not importable (numpy results, tensors refused).
+"""
+
+from ._context import (
+    CHUNK_BYTES,
+    CONFIG_KEYS,
+    READ_BUFFERED,
+    READ_DEFAULT,
+    READ_DIRECT,
+    READ_ONCE,
+    READ_WILL_REUSE,
+    Context,
+    Decision,
+    Request,
+    Stats,
+    default_context,
+    drop_cache,
+    explain,
+    prefetch,
+    read,
+    read_async,
+    read_into,
+    readv,
+    reset_stats,
+    runtime_info,
+    stats,
+)
+from ._errors import (
+    BusyError,
+    ClosedError,
+    DirectIOError,
+    NotRegularFileError,
+    EndOfFileError,
+    ForkError,
+    FormatError,
+    InternalError,
+    InvalidArgumentError,
+    IsDirectoryError,
+    LibraryLoadError,
+    MemTierError,
+    MemTierTimeoutError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnsupportedError,
+)
+from ._ffi import PACKAGE_VERSION as __version__
+from ._tensor import load_tensor, read_into_tensor
+
+__all__ = [
+    "__version__",
+    "Context",
+    "Request",
+    "Stats",
+    "Decision",
+    "default_context",
+    "runtime_info",
+    "read",
+    "read_into",
+    "readv",
+    "read_async",
+    "prefetch",
+    "stats",
+    "reset_stats",
+    "drop_cache",
+    "explain",
+    "read_into_tensor",
+    "load_tensor",
+    "READ_DEFAULT",
+    "READ_ONCE",
+    "READ_WILL_REUSE",
+    "READ_DIRECT",
+    "READ_BUFFERED",
+    "CHUNK_BYTES",
+    "CONFIG_KEYS",
+    "MemTierError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "EndOfFileError",
+    "UnsupportedError",
+    "ClosedError",
+    "BusyError",
+    "MemTierTimeoutError",
+    "FormatError",
+    "IsDirectoryError",
+    "InternalError",
+    "ForkError",
+    "DirectIOError",
+    "NotRegularFileError",
+    "LibraryLoadError",
+]
+
+
+def __getattr__(name: str):  # PEP 562: optional parts, imported on first access
+    if name == "MemTierDataset":  # memtier/dataset.py (may import torch: not at import)
+        from .dataset import MemTierDataset
+
+        return MemTierDataset
+    raise AttributeError(f"module 'memtier' has no attribute {name!r}")

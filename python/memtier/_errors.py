@@ -1,0 +1,330 @@
+"""Exceptions of the memtier package and the one helper that raises them.
+
+Every C function of libmemtier.so returns a ``memtier_status`` (0 = success,
+negative = error). :func:`_check` turns a negative status into an exception of
+the class in :data:`STATUS_CLASSES`, with the message ``prefix: strerror:
+detail``, where ``detail`` is ``memtier_last_error()`` read at once on the
+calling thread (the C library keeps one message per thread).
+
+Each class also derives from the matching built-in exception, so idiomatic
+``except`` clauses work: a missing file is a :class:`FileNotFoundError`, a range
+past end of file an :class:`EOFError`, a bad argument a :class:`ValueError`.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+from typing import Dict, Optional, Type
+
+__all__ = [
+    "MemTierError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "EndOfFileError",
+    "UnsupportedError",
+    "ClosedError",
+    "BusyError",
+    "MemTierTimeoutError",
+    "FormatError",
+    "IsDirectoryError",
+    "InternalError",
+    "ForkError",
+    "DirectIOError",
+    "LibraryLoadError",
+    "STATUS_NAMES",
+]
+
+# memtier_status values of include/memtier.h (pinned there; a test compares).
+OK = 0
+ERR_INVALID_ARG = -1
+ERR_NOT_FOUND = -2
+ERR_PERMISSION = -3
+ERR_EOF = -4
+ERR_IO = -5
+ERR_NOMEM = -6
+ERR_UNSUPPORTED = -7
+ERR_CLOSED = -8
+ERR_BUSY = -9
+ERR_TIMEOUT = -10
+ERR_FORMAT = -11
+ERR_IS_DIR = -12
+ERR_INTERNAL = -13
+ERR_FORKED = -14
+ERR_DIRECT_IO = -15
+ERR_NOT_REGULAR = -16
+
+#: status value -> short name (the C enumerator without ``MEMTIER_ERR_``).
+STATUS_NAMES: Dict[int, str] = {
+    OK: "OK",
+    ERR_INVALID_ARG: "INVALID_ARG",
+    ERR_NOT_FOUND: "NOT_FOUND",
+    ERR_PERMISSION: "PERMISSION",
+    ERR_EOF: "EOF",
+    ERR_IO: "IO",
+    ERR_NOMEM: "NOMEM",
+    ERR_UNSUPPORTED: "UNSUPPORTED",
+    ERR_CLOSED: "CLOSED",
+    ERR_BUSY: "BUSY",
+    ERR_TIMEOUT: "TIMEOUT",
+    ERR_FORMAT: "FORMAT",
+    ERR_IS_DIR: "IS_DIR",
+    ERR_INTERNAL: "INTERNAL",
+    ERR_FORKED: "FORKED",
+    ERR_DIRECT_IO: "DIRECT_IO",
+    ERR_NOT_REGULAR: "NOT_REGULAR",
+}
+
+# memtier_strerror() texts, used only when the library is not loaded (a load
+# failure, or a Python-side check); otherwise the C text is used.
+_FALLBACK_TEXT = {
+    ERR_CLOSED: "context or request is finalized or unknown",
+    ERR_FORKED: "called in a forked child process",
+    ERR_UNSUPPORTED: "unsupported in this build or configuration",
+}
+
+FORK_HINT = (
+    "the Go runtime inside libmemtier.so does not survive fork(); use MemTier only in "
+    "processes that did not inherit it: pass multiprocessing_context=\"spawn\" or "
+    "\"forkserver\" (torch DataLoader, multiprocessing.get_context), or do not touch "
+    "memtier in the parent before forking"
+)
+
+
+class MemTierError(Exception):
+    """Base class of every error raised by memtier.
+
+    Attributes
+    ----------
+    code : int
+        The ``memtier_status`` value (negative), e.g. ``-2``.
+    name : str
+        Its short name, e.g. ``"NOT_FOUND"``.
+    detail : str
+        ``memtier_last_error()`` of the failed call (path, offset, errno text),
+        read on the calling thread right after the call; may be empty.
+    index : int or None
+        For :meth:`memtier.Context.readv`: the index of the failed range.
+    """
+
+    code: int = ERR_IO
+    name: str = "IO"
+    detail: str = ""
+    index: Optional[int] = None
+
+
+class InvalidArgumentError(MemTierError, ValueError):
+    """``MEMTIER_ERR_INVALID_ARG``: a bad argument (NULL, unknown flag, overflow)."""
+
+    code = ERR_INVALID_ARG
+    name = "INVALID_ARG"
+
+
+class NotFoundError(MemTierError, FileNotFoundError):
+    """``MEMTIER_ERR_NOT_FOUND``: the file does not exist (``errno`` ENOENT, ``filename`` set)."""
+
+    code = ERR_NOT_FOUND
+    name = "NOT_FOUND"
+
+
+class PermissionDeniedError(MemTierError, PermissionError):
+    """``MEMTIER_ERR_PERMISSION``: open refused (EACCES/EPERM; ``filename`` set)."""
+
+    code = ERR_PERMISSION
+    name = "PERMISSION"
+
+
+class EndOfFileError(MemTierError, EOFError):
+    """``MEMTIER_ERR_EOF``: the range runs past end of file (never a silent short read)."""
+
+    code = ERR_EOF
+    name = "EOF"
+
+
+class UnsupportedError(MemTierError, NotImplementedError):
+    """``MEMTIER_ERR_UNSUPPORTED``: a target or feature missing in this build
+    (GPU target / CUDA tensors, prefetch to HBM, prefetch with the cache off)."""
+
+    code = ERR_UNSUPPORTED
+    name = "UNSUPPORTED"
+
+
+class ClosedError(MemTierError, ValueError):
+    """``MEMTIER_ERR_CLOSED``: the context or request was closed (like I/O on a closed file)."""
+
+    code = ERR_CLOSED
+    name = "CLOSED"
+
+
+class BusyError(MemTierError):
+    """``MEMTIER_ERR_BUSY``: the request is still running."""
+
+    code = ERR_BUSY
+    name = "BUSY"
+
+
+class MemTierTimeoutError(MemTierError, TimeoutError):
+    """``MEMTIER_ERR_TIMEOUT``: a wait timed out; the request is still running."""
+
+    code = ERR_TIMEOUT
+    name = "TIMEOUT"
+
+
+class FormatError(MemTierError, ValueError):
+    """``MEMTIER_ERR_FORMAT``: a malformed file format or configuration value
+    (e.g. a ``MEMTIER_*`` environment variable that does not parse; ``detail``
+    names it)."""
+
+    code = ERR_FORMAT
+    name = "FORMAT"
+
+
+class IsDirectoryError(MemTierError, IsADirectoryError):
+    """``MEMTIER_ERR_IS_DIR``: the path is a directory (``filename`` set)."""
+
+    code = ERR_IS_DIR
+    name = "IS_DIR"
+
+
+class InternalError(MemTierError):
+    """``MEMTIER_ERR_INTERNAL``: a bug in MemTier (a recovered panic); please report it."""
+
+    code = ERR_INTERNAL
+    name = "INTERNAL"
+
+
+class ForkError(MemTierError, RuntimeError):
+    """MemTier was used in a child process forked after the parent loaded it.
+
+    Raised by the Python layer at once (it compares ``os.getpid()`` with the
+    pid that loaded the library) and mapped from ``MEMTIER_ERR_FORKED``. The fix:
+    ``multiprocessing_context="spawn"`` or ``"forkserver"``, or no MemTier use in
+    the parent before forking.
+    """
+
+    code = ERR_FORKED
+    name = "FORKED"
+
+
+class DirectIOError(MemTierError):
+    """``MEMTIER_ERR_DIRECT_IO``: O_DIRECT required (direct_mode="required") but
+    refused by the file system."""
+
+    code = ERR_DIRECT_IO
+    name = "DIRECT_IO"
+
+
+class NotRegularFileError(MemTierError, OSError):
+    """``MEMTIER_ERR_NOT_REGULAR``: the path is a device, FIFO or socket, or a
+    procfs/sysfs file whose size is not real; read those with ``open().read()``."""
+
+    code = ERR_NOT_REGULAR
+
+
+class LibraryLoadError(ImportError, RuntimeError):
+    """libmemtier.so could not be loaded (or has an incompatible major version).
+
+    The message lists every path tried with its ``dlerror`` text and a hint.
+    Raised at the first use of MemTier, not at ``import memtier``.
+    """
+
+
+#: status -> exception class; statuses not listed map to MemTierError.
+STATUS_CLASSES: Dict[int, Type[MemTierError]] = {
+    ERR_INVALID_ARG: InvalidArgumentError,
+    ERR_NOT_FOUND: NotFoundError,
+    ERR_PERMISSION: PermissionDeniedError,
+    ERR_EOF: EndOfFileError,
+    ERR_UNSUPPORTED: UnsupportedError,
+    ERR_CLOSED: ClosedError,
+    ERR_BUSY: BusyError,
+    ERR_TIMEOUT: MemTierTimeoutError,
+    ERR_FORMAT: FormatError,
+    ERR_IS_DIR: IsDirectoryError,
+    ERR_INTERNAL: InternalError,
+    ERR_FORKED: ForkError,
+    ERR_DIRECT_IO: DirectIOError,
+    ERR_NOT_REGULAR: NotRegularFileError,
+}
+
+_ERRNO = {
+    ERR_NOT_FOUND: _errno.ENOENT,
+    ERR_PERMISSION: _errno.EACCES,
+    ERR_IS_DIR: _errno.EISDIR,
+    ERR_TIMEOUT: _errno.ETIMEDOUT,
+}
+
+
+def make_error(
+    status: int,
+    prefix: str = "",
+    detail: str = "",
+    *,
+    strerror: Optional[str] = None,
+    filename: Optional[str] = None,
+    index: Optional[int] = None,
+    hint: str = "",
+) -> MemTierError:
+    """Build (do not raise) the exception for a negative ``status``."""
+    cls = STATUS_CLASSES.get(status, MemTierError)
+    name = STATUS_NAMES.get(status, f"STATUS_{status}")
+    text = strerror if strerror is not None else _FALLBACK_TEXT.get(status, name.lower())
+    parts = [p for p in (prefix, text, detail, hint) if p]
+    message = ": ".join(parts)
+    if issubclass(cls, OSError):
+        code = _ERRNO.get(status)
+        if filename is not None and code is not None:
+            exc = cls(code, message, filename)
+        elif code is not None:
+            exc = cls(code, message)
+        else:
+            exc = cls(message)
+    else:
+        exc = cls(message)
+    exc.code = status
+    exc.name = name
+    exc.detail = detail
+    exc.index = index
+    return exc
+
+
+def fork_error(load_pid: int, pid: int) -> ForkError:
+    """The error of a MemTier call in a process forked after ``load_pid`` loaded it."""
+    return make_error(
+        ERR_FORKED,
+        f"memtier: libmemtier.so was loaded in process {load_pid} and this process "
+        f"({pid}) is a fork() child of it",
+        strerror=_FALLBACK_TEXT[ERR_FORKED],
+        hint=FORK_HINT,
+    )  # type: ignore[return-value]
+
+
+def closed_error(what: str = "context") -> ClosedError:
+    """The error of a call on a closed :class:`~memtier.Context` or request."""
+    return make_error(ERR_CLOSED, f"memtier: the {what} is closed")  # type: ignore[return-value]
+
+
+def _check(
+    status: int,
+    prefix: str = "",
+    *,
+    filename: Optional[str] = None,
+    index: Optional[int] = None,
+    hint: str = "",
+) -> int:
+    """Return ``status`` if it is not negative, else raise its exception.
+
+    This is the only place that turns C statuses into exceptions. It must run
+    right after the failed C call on the same thread, because it reads
+    ``memtier_last_error()``.
+    """
+    if status >= 0:
+        return status
+    from . import _ffi  # late: _ffi imports this module
+
+    strerror, detail = _ffi.error_texts(status)
+    if status == ERR_FORKED and not hint and "spawn" not in detail:
+        hint = FORK_HINT
+    raise make_error(
+        status, prefix, detail, strerror=strerror, filename=filename, index=index, hint=hint
+    )

@@ -1,0 +1,181 @@
+"""Tensor reads: :func:`read_into_tensor` and :func:`load_tensor`.
+
+torch is optional. :func:`load_tensor` returns a torch tensor when torch is
+importable and a numpy array otherwise. Setting the environment variable
+``MEMTIER_PY_FORCE_NO_TORCH=1`` makes the package behave exactly as if torch
+were not importable (it never imports torch and does not accept tensors),
+which runs the numpy code paths in an environment that has torch.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Optional, Sequence, Tuple, Union
+
+from . import _context, _dtypes, _errors
+from ._context import Context, PathType, TARGET_CUDA, _dest, _parse_device
+
+__all__ = ["read_into_tensor", "load_tensor"]
+
+ShapeLike = Union[int, Sequence[int]]
+
+_MAX_BYTES = (1 << 63) - 1
+
+
+def _ctx(ctx: Optional[Context]) -> Context:
+    return ctx if ctx is not None else _context.default_context()
+
+
+def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0,
+                     ctx: Optional[Context] = None) -> Any:
+    """Fill ``tensor`` with its nbytes of ``path`` starting at byte ``offset``.
+
+    Parameters
+    ----------
+    path : str, bytes or os.PathLike
+    offset : int
+        Byte offset in the file.
+    tensor : torch.Tensor or numpy.ndarray
+        Contiguous destination of any dtype and shape; ``numel * itemsize``
+        bytes are read, raw (little-endian file bytes, no conversion). A torch
+        view with a storage offset (``t[10:20]``) receives exactly its own
+        bytes. A CUDA tensor (or an object with ``__cuda_array_interface__``)
+        is the GPU target. Other writable C-contiguous buffers are accepted too.
+    flags : int
+        ``READ_*`` hints.
+    ctx : Context, optional
+        Default: the process's default context.
+
+    Returns
+    -------
+    The same ``tensor``, filled.
+
+    Raises
+    ------
+    ValueError
+        Before any I/O: the destination is not contiguous, is read-only
+        (numpy ``writeable=False``), or is a torch tensor that requires grad
+        (pass ``t.detach()``, which shares its storage).
+    UnsupportedError
+        A CUDA tensor with a library built without CUDA support (the message
+        names CUDA support as the missing piece), or another device type.
+    EndOfFileError
+        The range runs past the end of the file.
+    NotFoundError, PermissionDeniedError, MemTierError
+        Other failures.
+
+    Notes
+    -----
+    Thread-safe; the GIL is released while reading. Large reads are split
+    into pieces of :data:`memtier.CHUNK_BYTES` so Ctrl-C is delivered.
+    """
+    c = _ctx(ctx)
+    h = c._handle()
+    p = _context._cpath(path)
+    cd, n, target = _dest(c._ffi, tensor, readonly_exc=ValueError)
+    c._read(h, p, offset, cd, n, flags, target, path, "memtier.read_into_tensor")
+    return tensor
+
+
+def _shape(shape: ShapeLike) -> Tuple[int, ...]:
+    if isinstance(shape, (str, bytes)):
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    try:
+        dims = (operator.index(shape),)
+    except TypeError:
+        try:
+            dims = tuple(operator.index(d) for d in shape)  # type: ignore[union-attr]
+        except TypeError:
+            raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    for d in dims:
+        if d < 0:
+            raise ValueError(f"negative dimension {d} in shape {dims}")
+    return dims
+
+
+def _nbytes(dims: Tuple[int, ...], itemsize: int) -> int:
+    n = itemsize
+    for d in dims:
+        n *= d
+    if n > _MAX_BYTES:
+        raise ValueError(f"shape {dims} x {itemsize} bytes = {n} bytes overflows a 64-bit size")
+    return n
+
+
+def load_tensor(path: PathType, offset: int, shape: ShapeLike, dtype: Any,
+                device: Any = "cpu", *, flags: int = 0, ctx: Optional[Context] = None) -> Any:
+    """Read a tensor of ``shape`` and ``dtype`` stored raw at byte ``offset`` of ``path``.
+
+    Parameters
+    ----------
+    path : str, bytes or os.PathLike
+    offset : int
+        Byte offset of the first element.
+    shape : int or sequence of int
+        Dimensions (C order); zero-size dimensions give an empty result.
+        ``prod(shape) * itemsize`` bytes are read.
+    dtype : torch.dtype, numpy dtype, or str
+        float64, float32, float16, bfloat16, int8, int16, int32, int64, uint8,
+        uint16/32/64, bool, complex64/128, and float8_e4m3fn, float8_e5m2 (and
+        the other float8 types torch knows). Strings may be these names,
+        "torch.float32"-style names, or safetensors names ("F32", "BF16",
+        "F8_E4M3", "F8_E5M2", "I64", "U8", "BOOL", ...).
+    device : str or torch.device
+        "cpu" (default). "cuda"/"cuda:N" needs a MemTier build with CUDA
+        support and raises :class:`UnsupportedError` otherwise.
+    flags : int
+        ``READ_*`` hints.
+    ctx : Context, optional
+        Default: the process's default context.
+
+    Returns
+    -------
+    torch.Tensor
+        When torch is importable (and ``MEMTIER_PY_FORCE_NO_TORCH`` is not
+        set): a new tensor of ``shape`` and the torch dtype.
+    numpy.ndarray
+        Otherwise: a new array of ``shape``. numpy has no bfloat16/float8, so
+        those come back as **ml_dtypes arrays** (``ml_dtypes.bfloat16``,
+        ``ml_dtypes.float8_e4m3fn``, ...) when ml_dtypes is installed, and
+        otherwise as the **raw bits in unsigned integers of the same size**
+        (``uint16`` for bfloat16, ``uint8`` for float8), not converted.
+
+    Raises
+    ------
+    TypeError
+        Unknown dtype, or a shape that is not ints.
+    ValueError
+        Negative dimension, or ``prod(shape) * itemsize`` overflows.
+    EndOfFileError
+        The range runs past end of file; nothing is returned (no half-filled tensor).
+    UnsupportedError
+        A CUDA device without CUDA support (torch CUDA and a MemTier CUDA build).
+    NotFoundError, PermissionDeniedError, MemTierError
+        Other failures.
+    """
+    c = _ctx(ctx)
+    c._handle()  # fork and closed checks first: fail fast, before importing torch
+    dt = _dtypes.resolve_dtype(dtype)
+    dims = _shape(shape)
+    _nbytes(dims, dt.itemsize)
+    target, index = _parse_device(device)
+    torch = _dtypes.torch_module()
+    if target == TARGET_CUDA:
+        if torch is None or not torch.cuda.is_available():
+            raise _errors.make_error(
+                _errors.ERR_UNSUPPORTED,
+                f"memtier.load_tensor: device {str(device)!r} needs CUDA support, which is "
+                "missing here: "
+                + ("torch is not available" if torch is None else "torch reports no CUDA device")
+                + "; MemTier's GPU target also needs a build with CUDA support "
+                "(MEMTIER_ENABLE_CUDA). Load to 'cpu' and move the tensor",
+            )
+        t = torch.empty(dims, dtype=_dtypes.torch_dtype(dt, torch), device=f"cuda:{index}")
+        return read_into_tensor(path, offset, t, flags=flags, ctx=c)
+    if torch is not None:
+        t = torch.empty(dims, dtype=_dtypes.torch_dtype(dt, torch))
+        return read_into_tensor(path, offset, t, flags=flags, ctx=c)
+    import numpy as np
+
+    arr = np.empty(dims, dtype=_dtypes.numpy_dtype(dt))
+    return read_into_tensor(path, offset, arr, flags=flags, ctx=c)

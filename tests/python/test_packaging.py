@@ -1,0 +1,413 @@
+"""Packaging and binding checks: the cdef against include/memtier.h (P1), the
+struct layouts against the C compiler, the version, the wheel (W1/W2), the
+missing-Go error, library loading in busy processes and its failures (B21)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+import memtier
+from memtier import _ffi
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HEADER = os.path.join(REPO, "include", "memtier.h")
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def _norm(decl: str) -> str:
+    s = re.sub(r"\s+", " ", decl).strip()
+    s = re.sub(r"\s*\*\s*", "* ", s)
+    s = re.sub(r"\s*([(),\[\]])\s*", r"\1", s)
+    return s.replace("* )", "*)").strip()
+
+
+def _defines(text: str) -> dict:
+    text = text.replace("\\\n", " ")
+    out = {}
+    for m in re.finditer(r"^\s*#define\s+(\w+)(?:[ \t]+([^\n]*))?$", text, re.M):
+        out[m.group(1)] = (m.group(2) or "").strip()
+    return out
+
+
+def _int_literal(v: str):
+    m = re.fullmatch(r"(-?(?:0x[0-9a-fA-F]+|\d+))[uUlL]*", v.strip())
+    return int(m.group(1), 0) if m else None
+
+
+def _blocks(text: str):
+    """typedef struct/enum blocks -> {alias: (kind, [normalized members])}."""
+    out = {}
+    for m in re.finditer(r"typedef\s+(struct|enum)\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", text, re.S):
+        kind, tag, body, alias = m.groups()
+        sep = "," if kind == "enum" else ";"
+        members = [_norm(x) for x in body.split(sep) if x.strip()]
+        out[alias] = (kind, tag, members)
+    return out
+
+
+def _prototypes(text: str, api_prefix: bool) -> dict:
+    body = re.sub(r"^\s*#[^\n]*$", " ", text.replace("\\\n", " "), flags=re.M)
+    body = re.sub(r"typedef\s+(struct|enum)\s+\w+\s*\{.*?\}\s*\w+\s*;", " ", body, flags=re.S)
+    body = re.sub(r"typedef[^;]*;", " ", body)
+    body = re.sub(r'extern\s+"C"\s*\{|^\s*\}\s*$', " ", body, flags=re.M)
+    out = {}
+    for stmt in body.split(";"):
+        stmt = stmt.strip()
+        if not stmt:
+            continue
+        if api_prefix:
+            if "MEMTIER_API" not in stmt:
+                continue
+            stmt = stmt[stmt.index("MEMTIER_API") + len("MEMTIER_API"):]
+        m = re.search(r"(\w+)\s*\(", stmt)
+        assert m, f"cannot parse declaration: {stmt!r}"
+        out[m.group(1)] = _norm(stmt)
+    return out
+
+
+@pytest.fixture(scope="module")
+def header():
+    with open(HEADER, encoding="utf-8") as f:
+        raw = f.read()
+    return raw, _strip_comments(raw)
+
+
+# ---------------------------------------------------------------- P1: cdef == header
+
+
+def test_every_cdef_prototype_matches_the_header(header):
+    _, text = header
+    hdr = _prototypes(text, api_prefix=True)
+    cdef = _prototypes(_strip_comments(_ffi.CDEF), api_prefix=False)
+    assert cdef, "no prototypes parsed from the cdef"
+    for name, decl in cdef.items():
+        assert name in hdr, f"{name} is in the cdef but not in memtier.h"
+        assert decl == hdr[name], f"{name}:\n cdef:   {decl}\n header: {hdr[name]}"
+
+
+def test_every_api_function_is_bound_or_excluded(header):
+    _, text = header
+    hdr = _prototypes(text, api_prefix=True)
+    cdef = _prototypes(_strip_comments(_ffi.CDEF), api_prefix=False)
+    missing = sorted(set(hdr) - set(cdef) - set(_ffi.EXCLUDED_FUNCTIONS))
+    assert missing == [], f"MEMTIER_API functions neither in the cdef nor excluded: {missing}"
+    stale = sorted(set(_ffi.EXCLUDED_FUNCTIONS) - set(hdr))
+    assert stale == [], f"exclusions naming no header function: {stale}"
+    assert not set(_ffi.EXCLUDED_FUNCTIONS) & set(cdef)
+
+
+def test_every_cdef_struct_and_enum_matches_the_header(header):
+    _, text = header
+    hdr = _blocks(text)
+    cdef = _blocks(_strip_comments(_ffi.CDEF))
+    assert {"memtier_config_t", "memtier_stats_t", "memtier_iovec_t", "memtier_decision_t",
+            "memtier_prefetch_opts_t", "memtier_status"} <= set(cdef)
+    for alias, block in cdef.items():
+        assert alias in hdr, f"{alias} not in memtier.h"
+        assert block == hdr[alias], f"{alias} differs:\n cdef:   {block}\n header: {hdr[alias]}"
+    # every struct of the header is declared (opaque handles are typedefs without a body)
+    assert set(hdr) == set(cdef)
+    for m in re.finditer(r"typedef\s+struct\s+(\w+)\s+(\w+)\s*;", text):
+        assert m.group(0) in _ffi.CDEF, f"opaque typedef missing: {m.group(0)}"
+
+
+def test_every_integer_define_matches(header):
+    raw, _ = header
+    hdr = _defines(_strip_comments(raw))
+    cdef = _defines(_strip_comments(_ffi.CDEF))
+    for name, value in hdr.items():
+        if name in _ffi.EXCLUDED_DEFINES:
+            continue
+        lit = _int_literal(value)
+        assert lit is not None, f"#define {name} {value!r} is neither an integer nor excluded"
+        assert name in cdef, f"#define {name} missing from the cdef"
+        assert _int_literal(cdef[name]) == lit, name
+    for name in cdef:
+        assert name in hdr, f"cdef #define {name} not in memtier.h"
+    assert set(_ffi.EXCLUDED_DEFINES) <= set(hdr)
+
+
+def test_every_cdef_symbol_resolves_in_the_library():
+    rt = _ffi.runtime()
+    for name in _prototypes(_strip_comments(_ffi.CDEF), api_prefix=False):
+        assert getattr(rt.lib, name) is not None, name
+
+
+def test_struct_layouts_match_the_c_compiler(tmp_path):
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    ffi = _ffi.get_ffi()
+    lines = []
+    for struct in ("memtier_config_t", "memtier_stats_t", "memtier_iovec_t",
+                   "memtier_decision_t", "memtier_prefetch_opts_t"):
+        lines.append(f'printf("{struct} sizeof %zu\\n", sizeof({struct}));')
+        for fname, _ in ffi.typeof(struct).fields:
+            lines.append(f'printf("{struct} {fname} %zu\\n", offsetof({struct}, {fname}));')
+    src = tmp_path / "layout.c"
+    src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include \"memtier.h\"\n"
+                   "int main(void) {\n" + "\n".join(lines) + "\nreturn 0;\n}\n")
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-std=c99", "-I", os.path.join(REPO, "include"), str(src), "-o",
+                    str(exe)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        struct, what, value = line.split()
+        got = ffi.sizeof(struct) if what == "sizeof" else ffi.offsetof(struct, what)
+        assert got == int(value), line
+
+
+def test_versions_agree(header):
+    raw, _ = header
+    d = _defines(raw)
+    assert memtier.__version__ == _ffi.PACKAGE_VERSION == d["MEMTIER_VERSION_STRING"].strip('"')
+    major, minor, patch = (int(d[f"MEMTIER_VERSION_{k}"]) for k in ("MAJOR", "MINOR", "PATCH"))
+    assert _ffi.PACKAGE_VERSION_NUMBER == major * 10000 + minor * 100 + patch
+    rt = _ffi.runtime()
+    assert rt.version_number // 10000 == major
+
+
+# ---------------------------------------------------------------- W1/W2: the wheel
+
+
+def _copy_tree(dst):
+    def ignore(directory, names):
+        skip = {".git", "build", "dist", "__pycache__", "_lib", ".pytest_cache"}
+        return [n for n in names if n in skip or n.startswith("build-") or n.endswith(".egg-info")]
+
+    shutil.copytree(REPO, dst, ignore=ignore, symlinks=True)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def source_copy(tmp_path_factory):
+    return _copy_tree(str(tmp_path_factory.mktemp("src") / "memtier"))
+
+
+@pytest.fixture(scope="module")
+def wheel(source_copy, tmp_path_factory):
+    pytest.importorskip("build", reason="the `build` package is not installed")
+    pytest.importorskip("wheel", reason="the `wheel` package is not installed")
+    if shutil.which("go") is None and not os.path.exists("/usr/local/go/bin/go"):
+        pytest.skip("Go is not installed")
+    out = tmp_path_factory.mktemp("dist")
+    r = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation",
+                        "--outdir", str(out), source_copy],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    wheels = [f for f in os.listdir(out) if f.endswith(".whl")]
+    assert len(wheels) == 1, wheels
+    return os.path.join(out, wheels[0])
+
+
+@pytest.mark.slow
+def test_w1_wheel_contents_and_tags(wheel):
+    name = os.path.basename(wheel)
+    assert name == f"memtier-{memtier.__version__}-py3-none-linux_x86_64.whl", name
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        assert "memtier/_lib/libmemtier.so" in names
+        assert "memtier/py.typed" in names
+        for mod in ("__init__", "_ffi", "_errors", "_context", "_tensor", "_dtypes"):
+            assert f"memtier/{mod}.py" in names
+        assert not any(n.endswith(".h") for n in names), "the cgo header must not ship"
+        info = f"memtier-{memtier.__version__}.dist-info"
+        wheel_meta = z.read(f"{info}/WHEEL").decode()
+        meta = z.read(f"{info}/METADATA").decode()
+        so = z.read("memtier/_lib/libmemtier.so")
+    assert "Root-Is-Purelib: false" in wheel_meta
+    assert "Tag: py3-none-linux_x86_64" in wheel_meta
+    assert "Requires-Python: >=3.10" in meta
+    assert re.search(r"^Requires-Dist: cffi", meta, re.M)
+    assert re.search(r"^Requires-Dist: numpy", meta, re.M)
+    assert re.search(r"^Requires-Dist: torch.*extra == \"torch\"", meta, re.M)
+    assert so[:4] == b"\x7fELF"
+    readelf = shutil.which("readelf")
+    if readelf:
+        lib = os.path.join(os.path.dirname(wheel), "libmemtier.so")
+        with open(lib, "wb") as f:
+            f.write(so)
+        dyn = subprocess.run([readelf, "-d", lib], capture_output=True, text=True).stdout
+        assert "Library soname: [libmemtier.so]" in dyn
+        print("ELF FLAGS:", [ln.strip() for ln in dyn.splitlines() if "FLAGS" in ln])
+
+
+@pytest.mark.slow
+def test_w2_installed_wheel_works_from_another_directory(wheel, tmp_path):
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
+                        "--target", str(site), wheel], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    data = tmp_path / "data.bin"
+    data.write_bytes(bytes(range(256)))
+    env = dict(os.environ, PYTHONPATH=str(site))
+    env.pop("MEMTIER_LIBRARY", None)
+    code = ("import memtier; assert memtier.read(%r, 10, 5) == bytes(range(10, 15)); "
+            "print(memtier.runtime_info()['library'])" % str(data))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=str(tmp_path), env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(site / "memtier" / "_lib" / "libmemtier.so")
+
+
+def test_missing_go_is_a_clear_error(source_copy, tmp_path):
+    env = dict(os.environ, MEMTIER_GO=str(tmp_path / "no-such-go"))
+    env.pop("MEMTIER_PREBUILT_LIBRARY", None)
+    r = subprocess.run([sys.executable, "setup.py", "-q", "build_go"], cwd=source_copy,
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "Go >= 1.26" in out, out[-2000:]
+    assert "go.dev" in out
+
+
+# ---------------------------------------------------------------- B21: loading
+
+
+def test_b21_library_flags_informational():
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("readelf not installed")
+    path = _ffi.runtime().path
+    dyn = subprocess.run([readelf, "-d", path], capture_output=True, text=True).stdout
+    flags = [ln.split(None, 2)[-1] for ln in dyn.splitlines() if "FLAGS" in ln]
+    print("libmemtier.so", path, "FLAGS:", flags)
+
+
+IMPORT_ORDERS = {
+    "torch-first": """
+        import torch, memtier
+        assert memtier.read(P, 0, 4) == bytes(range(4))
+        assert float(torch.ones(3).sum()) == 3.0
+    """,
+    "memtier-first": """
+        import memtier
+        with memtier.Context() as ctx:
+            assert ctx.read(P, 0, 4) == bytes(range(4))
+        import torch
+        assert float(torch.ones(3).sum()) == 3.0
+        t = memtier.load_tensor(P, 0, (4,), torch.uint8)
+        assert t.tolist() == [0, 1, 2, 3]
+    """,
+    "everything-first": """
+        import importlib
+        for name in ("numpy", "scipy", "torch", "sklearn"):
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+        import memtier
+        assert memtier.read(P, 0, 4) == bytes(range(4))
+    """,
+    "spawn-worker-after-torch": """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class DS(Dataset):
+            def __len__(self):
+                return 8
+            def __getitem__(self, i):
+                import memtier  # loads in the worker, after torch's handlers
+                return torch.tensor(list(memtier.read(P, i, 2)))
+
+        if __name__ == "__main__":
+            import memtier
+            memtier.read(P, 0, 1)  # the parent uses it too
+            dl = DataLoader(DS(), batch_size=4, num_workers=1,
+                            multiprocessing_context="spawn", timeout=120)
+            out = torch.cat([b.flatten() for b in dl]).tolist()
+            assert out == [x for i in range(8) for x in (i, i + 1)], out
+    """,
+}
+
+
+@pytest.mark.parametrize("order", sorted(IMPORT_ORDERS))
+def test_b21_import_orders(order, run_py, tmp_path):
+    import importlib.util
+
+    # about importing torch itself: runs whenever torch is installed, also
+    # under MEMTIER_PY_FORCE_NO_TORCH (memtier then just does not use it)
+    if order != "everything-first" and importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    data = tmp_path / "data.bin"
+    data.write_bytes(bytes(range(256)))
+    import textwrap
+
+    code = f"P = {str(data)!r}\n" + textwrap.dedent(IMPORT_ORDERS[order]) + "\nprint('OK')\n"
+    r = run_py(code, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "OK" in r.stdout
+
+
+LOAD_FAILURE = """
+import memtier
+try:
+    memtier.read(__file__, 0, 1)
+except ImportError as e:
+    assert isinstance(e, RuntimeError) and isinstance(e, memtier.LibraryLoadError)
+    print(str(e))
+    print("RAISED")
+"""
+
+
+@pytest.mark.parametrize("kind", ["missing", "corrupt", "not-memtier"])
+def test_b21_bad_library_is_an_import_error_with_dlerror_and_hint(kind, run_py, tmp_path):
+    if kind == "missing":
+        lib = str(tmp_path / "nowhere" / "libmemtier.so")
+        needle = "cannot open shared object file"
+    elif kind == "corrupt":
+        lib = str(tmp_path / "libmemtier.so")
+        with open(lib, "wb") as f:
+            f.write(b"\x7fELF" + b"garbage" * 100)
+        needle = str(lib)
+    else:
+        lib = "libc.so.6"  # loads, but has no memtier_* symbols
+        needle = "not a libmemtier.so"
+    r = run_py(LOAD_FAILURE, env={"MEMTIER_LIBRARY": lib}, timeout=60)
+    assert r.returncode == 0, r.stderr  # an exception, not a crash
+    assert "RAISED" in r.stdout
+    assert needle in r.stdout
+    assert "hint:" in r.stdout and "MEMTIER_LIBRARY" in r.stdout
+    if kind == "corrupt":
+        assert re.search(r"invalid ELF header|file too short|ELF", r.stdout)
+
+
+def test_major_version_mismatch_is_refused(run_py):
+    r = run_py("""
+        import memtier
+        from memtier import _ffi
+        _ffi.PACKAGE_VERSION_NUMBER = 10000   # pretend the package is 1.0.0
+        try:
+            memtier.read(__file__, 0, 1)
+        except memtier.LibraryLoadError as e:
+            print("REFUSED", e)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "REFUSED" in r.stdout and "major" in r.stdout
+
+
+def test_explicit_library_path_is_used(run_py, tmp_path):
+    src = _ffi.runtime().path
+    copy = tmp_path / "libmemtier.so"
+    shutil.copyfile(src, copy)
+    r = run_py("""
+        import memtier
+        print(memtier.runtime_info()["library"])
+    """, env={"MEMTIER_LIBRARY": str(copy)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(copy)
