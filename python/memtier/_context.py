@@ -137,6 +137,12 @@ def _dest(ffi: Any, obj: Any, readonly_exc: type = TypeError) -> Tuple[Any, int,
     the CPU (or CUDA: the GPU target); objects with ``__cuda_array_interface__``
     go to the GPU target. The returned cdata keeps ``obj`` alive.
     """
+    dt = getattr(obj, "dtype", None)
+    if getattr(dt, "hasobject", False):
+        # An object array's buffer holds PyObject pointers: file bytes there
+        # would crash the interpreter when the array is freed.
+        raise TypeError("destination array has dtype object (it holds Python object pointers); "
+                        "use a numeric dtype such as numpy.uint8")
     try:
         cd = ffi.from_buffer(obj, require_writable=True)
         return cd, len(cd), TARGET_CPU
@@ -515,7 +521,9 @@ class Context:
         ``small_io_depth``: counts; ``max_inflight_mib``: MiB;
         ``path_recheck_ms``: milliseconds (-1 = every call);
         ``direct_mode``: "auto", "off", "always", "required" (or 0-3);
-        ``cache_enabled``: bool. 0 in a size or count means the default.
+        ``cache_enabled``: bool. 0 in a size or count means the default,
+        except ``cache_bytes=0``, which turns the cache off (as
+        ``MEMTIER_CACHE_BYTES=0`` does).
 
     Settings start from ``memtier_config_default``, which applies the
     ``MEMTIER_*`` environment variables (read when the context is created,
@@ -566,6 +574,11 @@ class Context:
         _check(lib.memtier_config_default(cfg), "memtier.Context: memtier_config_default")
         for key, value in settings.items():
             if value is None:
+                continue
+            if key == "cache_bytes" and not isinstance(value, bool) and value == 0:
+                # as with MEMTIER_CACHE_BYTES=0: no cache (the C struct's 0
+                # would mean "the default budget", which surprises Python users)
+                cfg.cache_enabled = 0
                 continue
             _set_field(cfg, key, value)
         out = ffi.new("memtier_ctx_t **")
@@ -1090,6 +1103,8 @@ def _set_field(cfg: Any, key: str, value: Any) -> None:
                 f"direct_mode must be one of {list(_DIRECT_MODES)} (or 0-3), got {value!r}"
             ) from None
     elif key == "cache_enabled":
+        if not isinstance(value, (bool, int)):
+            raise TypeError(f"config key 'cache_enabled' needs a bool, got {type(value).__name__} {value!r}")
         value = 1 if value else 0
     if isinstance(value, bool) and key != "cache_enabled":
         raise TypeError(f"config key {key!r} needs an integer, got a bool")

@@ -88,7 +88,12 @@ def _decimal(where: str, name: str, tok: bytes, line: int) -> int:
     m = _DECIMAL.fullmatch(tok)
     if m is None:
         raise _Invalid("not_decimal", "%s: %s %s is not a decimal integer" % (where, name, _quote(tok)), line)
-    v = int(m.group(2))
+    digits = m.group(2).lstrip(b"0") or b"0"
+    if len(digits) > 19:  # beyond int64 whatever the digits; int() would refuse > 4300 digits
+        if m.group(1) == b"-":
+            raise _Invalid("negative", "%s: %s %s is negative" % (where, name, _quote(tok)), line)
+        raise _Invalid("overflow", "%s: %s %s overflows int64" % (where, name, _quote(tok)), line)
+    v = int(digits)
     if m.group(1) == b"-" and v != 0:
         raise _Invalid("negative", "%s: %s %s is negative" % (where, name, _quote(tok)), line)
     if v > _I64_MAX:
@@ -222,6 +227,8 @@ class _HeaderParser:
             self.pos += 1
         if self.pos == d:
             raise self.unexpected()
+        if len(self.b[d : self.pos].lstrip(b"0")) > 19:  # int() refuses > 4300 digits
+            raise _Invalid("header", "npy header: integer at byte %d does not fit in int64" % start)
         v = int(self.b[start : self.pos])
         if not -(2**63) <= v <= _I64_MAX:
             raise _Invalid("header", "npy header: integer at byte %d does not fit in int64" % start)

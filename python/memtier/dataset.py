@@ -145,8 +145,9 @@ class MemTierDataset(_Base):  # type: ignore[misc, valid-type]
         ``__getitems__``. Must pickle if the dataset goes to spawn/forkserver workers.
     context_options : mapping, optional
         Keyword settings for the :class:`memtier.Context` each process creates
-        (keys of :data:`memtier.CONFIG_KEYS`, e.g. ``{"cache_bytes": 0}``);
-        checked here, applied at the first read.
+        (keys of :data:`memtier.CONFIG_KEYS`, e.g. ``{"cache_bytes": 0}`` for no
+        DRAM cache); key names are checked here, values when each process
+        creates its context at its first read.
     fork_fallback : bool, keyword-only, default True
         What a process does when it was ``fork()``-ed from a parent that had
         already loaded MemTier (see *Processes and fork* below): True reads with
@@ -407,6 +408,8 @@ class MemTierDataset(_Base):  # type: ignore[misc, valid-type]
             if idx.dtype == object or idx.ndim != 1:
                 return [self[i] for i in indices]  # unusual index objects: one by one
             raise TypeError("MemTierDataset indices must be integers, got dtype %s" % idx.dtype)
+        if idx.dtype.kind == "u" and int(idx.max()) >= n:  # before int64 could wrap it
+            raise IndexError("MemTierDataset index %d out of range for %d samples" % (int(idx.max()), n))
         idx = idx.astype(np.int64, copy=False)
         if int(idx.min()) < -n or int(idx.max()) >= n:
             bad = next(int(i) for i in idx.tolist() if not -n <= i < n)

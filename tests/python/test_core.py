@@ -912,3 +912,22 @@ def test_b16_with_torch(b16file, torch):
         assert v[:3].tolist() == [1.0, -2.0, 448.0] and bool(torch.isnan(v[3]))
         f = memtier.load_tensor(b16file, 10, (4,), "F8_E5M2")
         assert f.float().tolist() == [1.0, -2.0, 57344.0, float("inf")]
+
+
+def test_object_dtype_destination_is_refused_before_io(tmp_path):
+    # A fresh user's crash: file bytes over an object array's PyObject pointers
+    # segfaulted the interpreter when the array was freed.
+    np = pytest.importorskip("numpy")
+    p = tmp_path / "x.bin"
+    p.write_bytes(b"x" * 64)
+    a = np.empty(2, dtype=object)
+    with pytest.raises(TypeError, match="object"):
+        memtier.read_into(str(p), 0, a)
+    del a
+
+
+def test_cache_bytes_zero_turns_the_cache_off():
+    with memtier.Context(cache_bytes=0) as ctx:
+        assert ctx.config()["cache_enabled"] is False
+    with pytest.raises(TypeError):
+        memtier.Context(cache_enabled="no")

@@ -559,3 +559,27 @@ def test_getitems_from_threads(tmp_path):
     for t in threads:
         t.join()
     assert not errors, errors[:5]
+
+
+def test_index_numbers_longer_than_python_int_limit_are_format_errors(tmp_path):
+    # Python's int() refuses over 4300 digits; the Go parser does not care.
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"\0" * 16)
+    idx = tmp_path / "i.txt"
+    idx.write_bytes(b"0 " + b"9" * 5000 + b"\n")
+    with pytest.raises(memtier.FormatError, match="line 1: length .* overflows int64"):
+        memtier.MemTierDataset(str(idx), str(data))
+    idx.write_bytes(b"0 " + b"0" * 5000 + b"5\n")
+    assert len(memtier.MemTierDataset(str(idx), str(data))) == 1
+
+
+def test_getitems_uint64_index_does_not_wrap(tmp_path):
+    import numpy as np
+
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"abcd")
+    idx = tmp_path / "i.txt"
+    idx.write_text("0 2\n2 2\n")
+    ds = memtier.MemTierDataset(str(idx), str(data))
+    with pytest.raises(IndexError):
+        ds.__getitems__(np.array([2**64 - 1], dtype=np.uint64))
