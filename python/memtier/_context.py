@@ -165,6 +165,21 @@ def _dest(ffi: Any, obj: Any, readonly_exc: type = TypeError) -> Tuple[Any, int,
     )
 
 
+def _readv_out(ffi: Any, out: Any, total: int) -> Tuple[Any, Any]:
+    """The destination of a readv: ``out`` validated (host memory, at least
+    ``total`` bytes) or a new uint8 array; returns ``(out, char* cdata)``."""
+    if out is None:
+        import numpy as np
+
+        out = np.empty(total, dtype=np.uint8)
+    cd, nbytes, target = _dest(ffi, out)
+    if target != TARGET_CPU:
+        raise ValueError("readv reads into host memory only")
+    if nbytes < total:
+        raise ValueError(f"out holds {nbytes} bytes, the ranges need {total}")
+    return out, cd
+
+
 def _buffer_error(obj: Any, readonly_exc: type) -> None:
     try:
         mv = memoryview(obj)
@@ -833,13 +848,7 @@ class Context:
         total = int(sizes.sum(dtype=np.uint64)) if n else 0
         if n and int(sizes.max()) > 0 and total < int(sizes.max()):
             raise ValueError("sum of range sizes overflows")
-        if out is None:
-            out = np.empty(total, dtype=np.uint8)
-        cd, nbytes, target = _dest(ffi, out)
-        if target != TARGET_CPU:
-            raise ValueError("readv reads into host memory only")
-        if nbytes < total:
-            raise ValueError(f"out holds {nbytes} bytes, the ranges need {total}")
+        out, cd = _readv_out(ffi, out, total)
         iov = np.zeros(n, dtype=_iov_dtype(ffi))
         if n:
             base = int(ffi.cast("uintptr_t", cd))
@@ -907,15 +916,7 @@ class Context:
             total += size
         if total > CHUNK_BYTES:
             return None
-        if out is None:
-            import numpy as np
-
-            out = np.empty(total, dtype=np.uint8)
-        cd, nbytes, target = _dest(ffi, out)
-        if target != TARGET_CPU:
-            raise ValueError("readv reads into host memory only")
-        if nbytes < total:
-            raise ValueError(f"out holds {nbytes} bytes, the ranges need {total}")
+        out, cd = _readv_out(ffi, out, total)
         n = len(pairs)
         iov = ffi.new("memtier_iovec_t[]", n) if n else ffi.NULL
         pos = 0
