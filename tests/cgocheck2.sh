@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# cgocheck2.sh BUILD_DIR [with-python]
+#
+# GO_CSHARED.md M3: rebuild libmemtier.so with GOEXPERIMENT=cgocheck2 (complete
+# checking of the cgo pointer-passing rules, not only the default sampled
+# checks) and run the C API tests, and optionally the core Python suite,
+# against it. A rule broken anywhere on those paths aborts the process.
+set -euo pipefail
+build=$(cd "$1" && pwd -P)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+out="$build/cgocheck2"
+mkdir -p "$out"
+(cd "$root" && GOFLAGS=-buildvcs=false CGO_CFLAGS="-I$root/include" GOEXPERIMENT=cgocheck2 \
+  go build -buildmode=c-shared -trimpath -ldflags=-extldflags=-Wl,-soname,libmemtier.so \
+  -o "$out/libmemtier.so" ./capi)
+fail=0
+for t in test_read_paths test_errors test_readv test_async test_threads test_stale test_misuse test_stats_exact; do
+  exe="$build/tests/c/$t"
+  [[ -x $exe ]] || { echo "cgocheck2: $t not built" >&2; fail=1; continue; }
+  if LD_LIBRARY_PATH="$out" "$exe" >"$out/$t.log" 2>&1; then
+    echo "cgocheck2: $t passed"
+  else
+    echo "cgocheck2: $t FAILED (log: $out/$t.log)"; tail -20 "$out/$t.log"; fail=1
+  fi
+done
+if [[ ${2:-} == with-python ]]; then
+  py=$("$root/scripts/python_env.sh" | tail -n 1)
+  (cd "$root" && MEMTIER_LIBRARY="$out/libmemtier.so" "$py" -m pytest -q -p no:cacheprovider \
+    tests/python/test_core.py tests/python/test_tensor.py) || fail=1
+fi
+exit $fail
