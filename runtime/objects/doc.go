@@ -1,7 +1,8 @@
 // Package objects turns object-level descriptions into byte ranges of a data
-// file. Today it holds the dataset index parser: a list of (offset, length)
-// records, one per sample, that MemTierDataset (Python) and, later, the C API
-// read through the engine. The package is pure Go (stdlib and runtime/errs
+// file. It holds the dataset index parser (a list of (offset, length) records,
+// one per sample, that MemTierDataset reads through the engine) and the
+// safetensors header parser (safetensors.go: tensor names, dtypes, shapes and
+// absolute byte ranges, validated as the reference implementation does). The package is pure Go (stdlib and runtime/errs
 // only), does no IO beyond the io.ReaderAt it is given (ParseIndexFile opens
 // one file), holds no state and is safe for concurrent use.
 //
