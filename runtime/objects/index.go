@@ -49,27 +49,36 @@ func ParseIndex(r io.ReaderAt, size int64, dataSize int64) ([]Record, error) {
 // path: an open failure keeps its errno-derived code (NotFound, Permission,
 // IsDir...), a bad index is errs.Format.
 func ParseIndexFile(path string, dataSize int64) ([]Record, error) {
+	return parseFile(path, "index", func(r io.ReaderAt, size int64) ([]Record, error) {
+		return ParseIndex(r, size, dataSize)
+	})
+}
+
+// parseFile opens path, checks it is not a directory and runs parse over it,
+// stamping the path on a Format error that lacks one.
+func parseFile[T any](path, op string, parse func(r io.ReaderAt, size int64) (T, error)) (T, error) {
+	var zero T
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, errs.FromErrno("open", path, -1, err)
+		return zero, errs.FromErrno("open", path, -1, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, errs.FromErrno("stat", path, -1, err)
+		return zero, errs.FromErrno("stat", path, -1, err)
 	}
 	if st.IsDir() {
-		return nil, errs.At(errs.IsDir, "index", path, -1, "is a directory")
+		return zero, errs.At(errs.IsDir, op, path, -1, "is a directory")
 	}
-	recs, err := ParseIndex(f, st.Size(), dataSize)
+	v, err := parse(f, st.Size())
 	if err != nil {
 		var me *errs.Error
 		if errors.As(err, &me) && me.Path == "" {
 			me.Path = path
 		}
-		return nil, err
+		return zero, err
 	}
-	return recs, nil
+	return v, nil
 }
 
 // readFull reads len(p) bytes at off; a short read is an IO error.

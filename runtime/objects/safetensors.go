@@ -68,7 +68,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,27 +240,9 @@ func ParseSafetensors(r io.ReaderAt, fileSize int64, lim SafetensorsLimits) (*Sa
 // carry the path: an open failure keeps its errno-derived code (NotFound,
 // Permission, IsDir...), a bad file is errs.Format.
 func ParseSafetensorsFile(path string, lim SafetensorsLimits) (*Safetensors, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, errs.FromErrno("open", path, -1, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, errs.FromErrno("stat", path, -1, err)
-	}
-	if fi.IsDir() {
-		return nil, errs.At(errs.IsDir, "safetensors", path, -1, "is a directory")
-	}
-	st, err := ParseSafetensors(f, fi.Size(), lim)
-	if err != nil {
-		var me *errs.Error
-		if errors.As(err, &me) && me.Path == "" {
-			me.Path = path
-		}
-		return nil, err
-	}
-	return st, nil
+	return parseFile(path, "safetensors", func(r io.ReaderAt, size int64) (*Safetensors, error) {
+		return ParseSafetensors(r, size, lim)
+	})
 }
 
 // stErr builds a Format error about the byte at file offset off (< 0: none).
