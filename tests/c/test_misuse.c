@@ -73,6 +73,11 @@ int main(void) {
     MT_OK(memtier_read(ctx, "f.bin", 0, 8, b8, MEMTIER_TARGET_CPU));
     MT_CHECK(b8[0] == 'B' && b8[7] == 'B', "relative read after chdir to b: got %c (stale file of a)", b8[0]);
     MT_CHECK(chdir(cwd) == 0, "chdir back");
+    unlink(fa);
+    unlink(fb);
+    unlink(fifo);
+    rmdir(da);
+    rmdir(db);
 
     /* explain failure: PATH_NONE */
     memtier_decision_t d;
