@@ -113,12 +113,7 @@ int main(int argc, char** argv) {
         {"help", MT_FLAG_BOOL, &help, "this text"},
     };
     const size_t nflags = sizeof flags / sizeof flags[0];
-    if (mt_parse_flags(argc, argv, flags, nflags, NULL, 0) < 0) return 2;
-    if (help) {
-        printf("usage: async_pipeline [flags]\n");
-        mt_print_flags(stdout, flags, nflags);
-        return 0;
-    }
+    mt_parse_args(argc, argv, flags, nflags, NULL, 0, "usage: async_pipeline [flags]\n");
     mt_flag_size_range("size", size, 1, UINT64_MAX);
     mt_flag_size_range("chunk", chunk, 1, 1024 * MT_GIB);
     mt_flag_range("repeat", repeat, 1, 1000);

@@ -35,13 +35,8 @@ int main(int argc, char** argv) {
     };
     const size_t nflags = sizeof flags / sizeof flags[0];
     const char* pos[1];
-    int npos = mt_parse_flags(argc, argv, flags, nflags, pos, 1);
-    if (npos < 0) return 2;
-    if (help) {
-        printf("usage: basic_read [FILE] [flags]\n");
-        mt_print_flags(stdout, flags, nflags);
-        return 0;
-    }
+    int npos = mt_parse_args(argc, argv, flags, nflags, pos, 1,
+                             "usage: basic_read [FILE] [flags]\n");
     mt_flag_size_range("chunk", chunk, 1, 1024 * MT_GIB);
 
     mt_print_banner("basic_read");

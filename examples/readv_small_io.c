@@ -38,12 +38,7 @@ int main(int argc, char** argv) {
         {"help", MT_FLAG_BOOL, &help, "this text"},
     };
     const size_t nflags = sizeof flags / sizeof flags[0];
-    if (mt_parse_flags(argc, argv, flags, nflags, NULL, 0) < 0) return 2;
-    if (help) {
-        printf("usage: readv_small_io [flags]\n");
-        mt_print_flags(stdout, flags, nflags);
-        return 0;
-    }
+    mt_parse_args(argc, argv, flags, nflags, NULL, 0, "usage: readv_small_io [flags]\n");
     mt_flag_range("count", count, 1, MAX_COUNT);
     mt_flag_range("batch", batch, 1, MAX_BATCH);
     /* The mixed batch reads the pattern file's blocks 0 and 2: at least 3 blocks. */

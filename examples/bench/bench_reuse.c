@@ -113,15 +113,10 @@ int main(int argc, char** argv) {
     };
     const size_t nflags = sizeof flags / sizeof flags[0];
     const char* pos[1];
-    int npos = mt_parse_flags(argc, argv, flags, nflags, pos, 1);
-    if (npos < 0) return 2;
-    if (help) {
-        printf("usage: bench_reuse [F] [flags]\n"
-               "  reads F twice with MEMTIER_READ_WILL_REUSE (pass 2 from the DRAM cache)\n"
-               "  against a plain pread loop over the warm page cache\n");
-        mt_print_flags(stdout, flags, nflags);
-        return 0;
-    }
+    int npos = mt_parse_args(argc, argv, flags, nflags, pos, 1,
+                             "usage: bench_reuse [F] [flags]\n"
+                             "  reads F twice with MEMTIER_READ_WILL_REUSE (pass 2 from the DRAM cache)\n"
+                             "  against a plain pread loop over the warm page cache\n");
     mt_flag_size_range("chunk", chunk, 1, 1024 * MT_GIB);
     mt_flag_range("repeat", repeat, 1, MAX_REPEAT);
     if (json) mt_set_note_stream(stderr);

@@ -245,15 +245,10 @@ int main(int argc, char** argv) {
     };
     const size_t nflags = sizeof flags / sizeof flags[0];
     const char* pos[1];
-    int npos = mt_parse_flags(argc, argv, flags, nflags, pos, 1);
-    if (npos < 0) return 2;
-    if (help) {
-        printf("usage: bench_small_readv [F] [flags]\n"
-               "  random 4 KiB reads: memtier_readv (cache off) vs a serial pread loop, warm and cold,\n"
-               "  and the latency of a cached 4 KiB memtier_read\n");
-        mt_print_flags(stdout, flags, nflags);
-        return 0;
-    }
+    int npos = mt_parse_args(argc, argv, flags, nflags, pos, 1,
+                             "usage: bench_small_readv [F] [flags]\n"
+                             "  random 4 KiB reads: memtier_readv (cache off) vs a serial pread loop, warm and cold,\n"
+                             "  and the latency of a cached 4 KiB memtier_read\n");
     mt_flag_range("count", count, 1, MAX_COUNT);
     mt_flag_range("batch", batch, 1, MAX_BATCH);
     mt_flag_range("lat-count", lat_count, 0, MAX_COUNT);

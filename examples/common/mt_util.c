@@ -1229,3 +1229,18 @@ void mt_json_stats(mt_json_t* j, const char* key, const memtier_stats_t* st) {
 #undef MT_JSON_FIELD
     mt_json_obj_end(j);
 }
+
+int mt_parse_args(int argc, char** argv, const mt_flag_t* flags, size_t nflags,
+                  const char** pos, int maxpos, const char* usage) {
+    int npos = mt_parse_flags(argc, argv, flags, nflags, pos, maxpos);
+    if (npos < 0) exit(2);
+    for (size_t i = 0; i < nflags; i++) {
+        if (flags[i].kind == MT_FLAG_BOOL && strcmp(flags[i].name, "help") == 0 &&
+            *(const int*)flags[i].value) {
+            fputs(usage, stdout);
+            mt_print_flags(stdout, flags, nflags);
+            exit(0);
+        }
+    }
+    return npos;
+}

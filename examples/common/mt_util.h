@@ -290,6 +290,13 @@ int mt_parse_size(const char* s, uint64_t* out);
 int mt_parse_flags(int argc, char** argv, const mt_flag_t* flags, size_t nflags,
                    const char** pos, int max_pos);
 
+/* mt_parse_args: mt_parse_flags plus the endings every tool shares: a parse
+ * error exits 2; when the bool flag "help" is set, prints usage (a complete
+ * text, ending in a newline) and the flag table, then exits 0. Returns the
+ * positional count. */
+int mt_parse_args(int argc, char** argv, const mt_flag_t* flags, size_t nflags,
+                  const char** pos, int maxpos, const char* usage);
+
 /* mt_print_flags: one line per flag ("  --name=SIZE  help"). */
 void mt_print_flags(FILE* f, const mt_flag_t* flags, size_t nflags);
 

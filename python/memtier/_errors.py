@@ -112,33 +112,34 @@ class MemTierError(Exception):
     detail: str = ""
     index: Optional[int] = None
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        # The short name follows from the code: one table (STATUS_NAMES) holds them.
+        super().__init_subclass__(**kwargs)
+        cls.name = STATUS_NAMES.get(cls.code, cls.name)
+
 
 class InvalidArgumentError(MemTierError, ValueError):
     """``MEMTIER_ERR_INVALID_ARG``: a bad argument (NULL, unknown flag, overflow)."""
 
     code = ERR_INVALID_ARG
-    name = "INVALID_ARG"
 
 
 class NotFoundError(MemTierError, FileNotFoundError):
     """``MEMTIER_ERR_NOT_FOUND``: the file does not exist (``errno`` ENOENT, ``filename`` set)."""
 
     code = ERR_NOT_FOUND
-    name = "NOT_FOUND"
 
 
 class PermissionDeniedError(MemTierError, PermissionError):
     """``MEMTIER_ERR_PERMISSION``: open refused (EACCES/EPERM; ``filename`` set)."""
 
     code = ERR_PERMISSION
-    name = "PERMISSION"
 
 
 class EndOfFileError(MemTierError, EOFError):
     """``MEMTIER_ERR_EOF``: the range runs past end of file (never a silent short read)."""
 
     code = ERR_EOF
-    name = "EOF"
 
 
 class UnsupportedError(MemTierError, NotImplementedError):
@@ -146,28 +147,24 @@ class UnsupportedError(MemTierError, NotImplementedError):
     (GPU target / CUDA tensors, prefetch to HBM, prefetch with the cache off)."""
 
     code = ERR_UNSUPPORTED
-    name = "UNSUPPORTED"
 
 
 class ClosedError(MemTierError, ValueError):
     """``MEMTIER_ERR_CLOSED``: the context or request was closed (like I/O on a closed file)."""
 
     code = ERR_CLOSED
-    name = "CLOSED"
 
 
 class BusyError(MemTierError):
     """``MEMTIER_ERR_BUSY``: the request is still running."""
 
     code = ERR_BUSY
-    name = "BUSY"
 
 
 class MemTierTimeoutError(MemTierError, TimeoutError):
     """``MEMTIER_ERR_TIMEOUT``: a wait timed out; the request is still running."""
 
     code = ERR_TIMEOUT
-    name = "TIMEOUT"
 
 
 class FormatError(MemTierError, ValueError):
@@ -176,21 +173,18 @@ class FormatError(MemTierError, ValueError):
     names it)."""
 
     code = ERR_FORMAT
-    name = "FORMAT"
 
 
 class IsDirectoryError(MemTierError, IsADirectoryError):
     """``MEMTIER_ERR_IS_DIR``: the path is a directory (``filename`` set)."""
 
     code = ERR_IS_DIR
-    name = "IS_DIR"
 
 
 class InternalError(MemTierError):
     """``MEMTIER_ERR_INTERNAL``: a bug in MemTier (a recovered panic); please report it."""
 
     code = ERR_INTERNAL
-    name = "INTERNAL"
 
 
 class ForkError(MemTierError, RuntimeError):
@@ -203,7 +197,6 @@ class ForkError(MemTierError, RuntimeError):
     """
 
     code = ERR_FORKED
-    name = "FORKED"
 
 
 class DirectIOError(MemTierError):
@@ -211,7 +204,6 @@ class DirectIOError(MemTierError):
     refused by the file system."""
 
     code = ERR_DIRECT_IO
-    name = "DIRECT_IO"
 
 
 class NotRegularFileError(MemTierError, OSError):
