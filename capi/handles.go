@@ -21,7 +21,15 @@ var registry = struct {
 	sync.RWMutex
 	ctxs map[uint64]*engine.Context
 	reqs map[uint64]*request
-}{ctxs: map[uint64]*engine.Context{}, reqs: map[uint64]*request{}}
+	objs map[uint64]objHandle // safetensors files and datasets
+}{ctxs: map[uint64]*engine.Context{}, reqs: map[uint64]*request{}, objs: map[uint64]objHandle{}}
+
+// objHandle is a handle made on a context that owns C memory (info strings,
+// shapes, names callers keep pointers to until close).
+type objHandle interface {
+	ctxID() uint64
+	free() // releases the C memory; called once, when the handle leaves the registry
+}
 
 func addContext(c *engine.Context) uint64 {
 	id := nextID.Add(1)
@@ -59,7 +67,58 @@ func removeContext(id uint64) (*engine.Context, error) {
 			delete(registry.reqs, rid)
 		}
 	}
+	// Finalize closes the context's safetensors files and datasets: their
+	// offsets are useless without it, and their C memory would leak.
+	for oid, o := range registry.objs {
+		if o.ctxID() == id {
+			delete(registry.objs, oid)
+			o.free()
+		}
+	}
 	return c, nil
+}
+
+// addObject registers a handle; its id is never reused.
+func addObject(o objHandle) uint64 {
+	id := nextID.Add(1)
+	registry.Lock()
+	registry.objs[id] = o
+	registry.Unlock()
+	return id
+}
+
+// lookupObject returns the handle id of type T; an unknown, closed or
+// finalized handle is CLOSED, a handle of another kind INVALID_ARG.
+func lookupObject[T objHandle](id uint64, what string) (T, error) {
+	var zero T
+	registry.RLock()
+	o := registry.objs[id]
+	registry.RUnlock()
+	if o == nil {
+		return zero, closedErr(what)
+	}
+	t, ok := o.(T)
+	if !ok {
+		return zero, errs.New(errs.InvalidArg, what, "handle is not a %s", what)
+	}
+	return t, nil
+}
+
+// removeObject unregisters handle id of type T and frees its C memory; a
+// second close is CLOSED.
+func removeObject[T objHandle](id uint64, what string) error {
+	registry.Lock()
+	defer registry.Unlock()
+	o := registry.objs[id]
+	if o == nil {
+		return closedErr(what)
+	}
+	if _, ok := o.(T); !ok {
+		return errs.New(errs.InvalidArg, what, "handle is not a %s", what)
+	}
+	delete(registry.objs, id)
+	o.free()
+	return nil
 }
 
 func addRequest(ctx uint64, r *engine.Request) uint64 {

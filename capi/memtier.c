@@ -289,3 +289,171 @@ int memtier_debug_hook(memtier_ctx_t* ctx, int hook) {
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_debug_hook: ctx is NULL");
     return mtgo_debug_hook(MT_ID(ctx), hook);
 }
+
+/* ------------------------------------------------ objects: tensors, chunks */
+
+int memtier_load_tensor(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t nbytes,
+                        void* dst, int target) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_load_tensor: ctx is NULL");
+    return mtgo_load_tensor(MT_ID(ctx), (char*)path, offset, nbytes, dst, target);
+}
+
+int memtier_load_chunks(memtier_ctx_t* ctx, const char* path, memtier_chunk_t* chunks, size_t n,
+                        int target) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_load_chunks: ctx is NULL");
+    if (n > 0 && chunks == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_load_chunks: chunks is NULL with n > 0");
+    return mtgo_load_chunks(MT_ID(ctx), (char*)path, chunks, n, target);
+}
+
+int memtier_load_chunks_async(memtier_ctx_t* ctx, const char* path, memtier_chunk_t* chunks,
+                              size_t n, int target, memtier_request_t** req_out) {
+    if (req_out != NULL) *req_out = NULL;
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_load_chunks_async: ctx is NULL");
+    if (req_out == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_load_chunks_async: req_out is NULL");
+    if (n > 0 && chunks == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG,
+                           "memtier_load_chunks_async: chunks is NULL with n > 0");
+    uint64_t id = 0;
+    int rc = mtgo_load_chunks_async(MT_ID(ctx), (char*)path, chunks, n, target, &id);
+    if (rc == MEMTIER_OK) *req_out = (memtier_request_t*)(uintptr_t)id;
+    return rc;
+}
+
+int memtier_request_next(memtier_request_t* req, int64_t timeout_ns, size_t* index_out) {
+    MT_GUARD();
+    if (req == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_request_next: req is NULL");
+    if (index_out == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_request_next: index_out is NULL");
+    return mtgo_request_next(MT_ID(req), timeout_ns, index_out);
+}
+
+/* ------------------------------------------------------- safetensors files */
+
+int memtier_safetensors_open(memtier_ctx_t* ctx, const char* path, memtier_safetensors_t** st_out) {
+    if (st_out != NULL) *st_out = NULL;
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_safetensors_open: ctx is NULL");
+    if (st_out == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_safetensors_open: st_out is NULL");
+    uint64_t id = 0;
+    int rc = mtgo_safetensors_open(MT_ID(ctx), (char*)path, &id);
+    if (rc == MEMTIER_OK) *st_out = (memtier_safetensors_t*)(uintptr_t)id;
+    return rc;
+}
+
+int memtier_safetensors_close(memtier_safetensors_t* st) {
+    MT_GUARD();
+    if (st == NULL) return MEMTIER_OK;
+    return mtgo_safetensors_close(MT_ID(st));
+}
+
+int memtier_safetensors_count(memtier_safetensors_t* st, size_t* count_out) {
+    MT_GUARD();
+    if (st == NULL || count_out == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_safetensors_count: st or count_out is NULL");
+    return mtgo_safetensors_count(MT_ID(st), count_out);
+}
+
+int memtier_safetensors_get(memtier_safetensors_t* st, size_t index, memtier_tensor_info_t* info) {
+    MT_GUARD();
+    if (st == NULL || info == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_safetensors_get: st or info is NULL");
+    return mtgo_safetensors_get(MT_ID(st), index, info);
+}
+
+int memtier_safetensors_find(memtier_safetensors_t* st, const char* name, size_t name_len,
+                             size_t* index_out) {
+    MT_GUARD();
+    if (st == NULL || index_out == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_safetensors_find: st or index_out is NULL");
+    return mtgo_safetensors_find(MT_ID(st), (char*)name, name_len, index_out);
+}
+
+int memtier_safetensors_metadata(memtier_safetensors_t* st, size_t index, const char** key_out,
+                                 const char** value_out) {
+    MT_GUARD();
+    if (st == NULL || key_out == NULL || value_out == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG,
+                       "memtier_safetensors_metadata: st, key_out or value_out is NULL");
+    return mtgo_safetensors_metadata(MT_ID(st), index, (char**)key_out, (char**)value_out);
+}
+
+int memtier_safetensors_load(memtier_safetensors_t* st, size_t index, void* dst, uint64_t dst_size,
+                             int target) {
+    MT_GUARD();
+    if (st == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_safetensors_load: st is NULL");
+    return mtgo_safetensors_load(MT_ID(st), index, dst, dst_size, target);
+}
+
+int memtier_safetensors_load_all(memtier_safetensors_t* st, void* const* dsts, int64_t* results,
+                                 int target) {
+    MT_GUARD();
+    if (st == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_safetensors_load_all: st is NULL");
+    return mtgo_safetensors_load_all(MT_ID(st), (void**)dsts, results, target);
+}
+
+/* ------------------------------------------------------------------ datasets */
+
+int memtier_dataset_open(memtier_ctx_t* ctx, const char* data_path, const char* index_path,
+                         memtier_dataset_t** ds_out) {
+    if (ds_out != NULL) *ds_out = NULL;
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_dataset_open: ctx is NULL");
+    if (ds_out == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_dataset_open: ds_out is NULL");
+    uint64_t id = 0;
+    int rc = mtgo_dataset_open(MT_ID(ctx), (char*)data_path, (char*)index_path, &id);
+    if (rc == MEMTIER_OK) *ds_out = (memtier_dataset_t*)(uintptr_t)id;
+    return rc;
+}
+
+int memtier_dataset_open_tar(memtier_ctx_t* ctx, const char* tar_path, memtier_dataset_t** ds_out) {
+    if (ds_out != NULL) *ds_out = NULL;
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_dataset_open_tar: ctx is NULL");
+    if (ds_out == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_dataset_open_tar: ds_out is NULL");
+    uint64_t id = 0;
+    int rc = mtgo_dataset_open_tar(MT_ID(ctx), (char*)tar_path, &id);
+    if (rc == MEMTIER_OK) *ds_out = (memtier_dataset_t*)(uintptr_t)id;
+    return rc;
+}
+
+int memtier_dataset_close(memtier_dataset_t* ds) {
+    MT_GUARD();
+    if (ds == NULL) return MEMTIER_OK;
+    return mtgo_dataset_close(MT_ID(ds));
+}
+
+int memtier_dataset_count(memtier_dataset_t* ds, uint64_t* count_out) {
+    MT_GUARD();
+    if (ds == NULL || count_out == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_dataset_count: ds or count_out is NULL");
+    return mtgo_dataset_count(MT_ID(ds), count_out);
+}
+
+int memtier_dataset_sample(memtier_dataset_t* ds, uint64_t index, uint64_t* offset_out,
+                           uint64_t* size_out, const char** name_out) {
+    MT_GUARD();
+    if (ds == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_dataset_sample: ds is NULL");
+    return mtgo_dataset_sample(MT_ID(ds), index, offset_out, size_out, (char**)name_out);
+}
+
+int memtier_dataset_read(memtier_dataset_t* ds, uint64_t index, void* dst, uint64_t dst_size,
+                         int target) {
+    MT_GUARD();
+    if (ds == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_dataset_read: ds is NULL");
+    return mtgo_dataset_read(MT_ID(ds), index, dst, dst_size, target);
+}
+
+int memtier_dataset_read_batch(memtier_dataset_t* ds, const uint64_t* indices, size_t n,
+                               void* const* dsts, int64_t* results, int target) {
+    MT_GUARD();
+    if (ds == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_dataset_read_batch: ds is NULL");
+    return mtgo_dataset_read_batch(MT_ID(ds), (uint64_t*)indices, n, (void**)dsts, results, target);
+}

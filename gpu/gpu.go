@@ -1,17 +1,87 @@
-// Package gpu will hold the CUDA driver API and cuFile (GDS) backends, loaded
-// with dlopen at run time so one build runs with and without a GPU. Until the
-// GPU issue lands, every build reports the GPU target as unavailable and says
-// why, so the engine answers MEMTIER_ERR_UNSUPPORTED instead of guessing.
+// Package gpu moves file bytes into CUDA device memory. It loads the CUDA
+// driver API (libcuda.so.1) and cuFile, the GPUDirect Storage library
+// (libcufile.so.0), with dlopen at run time and declares the few prototypes
+// it calls itself: no CUDA headers or toolkit are needed to build, and one
+// build runs on machines with and without a GPU.
+//
+// # Builds
+//
+// The Go build tag memtier_cuda compiles the CUDA backend in (it needs cgo);
+// memtier_gds adds the cuFile backend on top of it. Without the tags, or with
+// CGO_ENABLED=0, the package is pure Go: Available reports false, Reason says
+// why, and every constructor returns an *Error of kind KindUnavailable.
+//
+// # Libraries
+//
+// libcuda.so.1 and libcufile.so.0 are looked up by the dynamic loader's usual
+// rules. Two environment variables name other files instead (a path, used as
+// given):
+//
+//	MEMTIER_CUDA_LIBRARY    the CUDA driver library (default libcuda.so.1)
+//	MEMTIER_CUFILE_LIBRARY  the cuFile library (default libcufile.so.0; the pip
+//	                        package nvidia-cufile ships one under
+//	                        site-packages/nvidia/cufile/lib/libcufile.so.0)
+//
+// They are read with the C library's getenv when the library is first
+// loaded, so a value set after process start (Python's os.environ, which
+// calls putenv) still counts if it is set before the first GPU call.
+// Configure sets the same paths from code and wins over the environment.
+//
+// # Lifecycle
+//
+// Nothing happens at import. Init (called by Available and by every entry
+// point) loads libcuda and calls cuInit(0) once per process; the cuFile
+// driver is opened only when OpenGDS is first called, because probing GDS can
+// take seconds. A failed load or init is remembered: the process keeps the
+// answer. Libraries are never unloaded, and the package never calls CUDA or
+// cuFile from a finalizer, an atexit handler or any other process-exit path:
+// Stager.Close and HBMCache.Close are explicit calls for a live process.
+// CUDA, like the Go runtime, does not survive fork: do not use this package
+// in a child forked after Init.
+//
+// # Threads and contexts
+//
+// CUDA's current context is per OS thread. Every call that needs one locks
+// its goroutine to its OS thread for the duration, makes the context of the
+// device pointer involved current (the allocation's own context, or the
+// device's primary context for memory that has none, such as cuMemMap
+// ranges), and restores the thread's previous current context before it
+// returns, so a caller's own CUDA state (torch's, on a Python thread) is left
+// as it was. Every exported function and method is safe for concurrent use
+// unless its documentation says otherwise.
+//
+// # Errors
+//
+// Failures are *Error values with a Kind the engine maps to a status code
+// (KindInvalidPointer is an invalid argument, KindNoMemory is out of memory,
+// KindUnavailable and KindUnsupported mean "use another path"), the CUDA or
+// cuFile call that failed and its code. (*Error).Fallback says whether the
+// staged path is worth trying instead, and Reason gives a short, stable key
+// for fallback counters.
 //
 // gpu never imports the engine; the engine asks it for capabilities.
 package gpu
 
-// Available reports whether GPU reads can be served by this build on this
-// machine. Safe for concurrent use.
-func Available() bool { return false }
-
-// Reason explains Available's answer in one line, naming what is missing.
-func Reason() string { return reason }
-
 // BuildTags lists the GPU backends compiled in ("cuda", "gds"), for diagnostics.
-func BuildTags() []string { return buildTags }
+func BuildTags() []string { return append([]string(nil), buildTags...) }
+
+var buildTags []string
+
+// Config names the libraries Init and OpenGDS load. An empty field keeps the
+// default: the environment variable, else the soname.
+type Config struct {
+	// CUDALibrary is the path or soname of the CUDA driver library
+	// (MEMTIER_CUDA_LIBRARY, else "libcuda.so.1").
+	CUDALibrary string
+	// CUFileLibrary is the path or soname of cuFile
+	// (MEMTIER_CUFILE_LIBRARY, else "libcufile.so.0").
+	CUFileLibrary string
+}
+
+// Defaults for the sonames and the environment variables that override them.
+const (
+	DefaultCUDALibrary   = "libcuda.so.1"
+	DefaultCUFileLibrary = "libcufile.so.0"
+	EnvCUDALibrary       = "MEMTIER_CUDA_LIBRARY"
+	EnvCUFileLibrary     = "MEMTIER_CUFILE_LIBRARY"
+)

@@ -342,12 +342,213 @@ MEMTIER_API int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t o
 MEMTIER_API const char* memtier_path_name(int path);
 
 /* ===================================================================== */
+/* Objects: tensors and chunks                                            */
+/* ===================================================================== */
+
+/* memtier_load_tensor: reads one tensor payload (model weights, a checkpoint
+ * tensor) of nbytes bytes at byte offset of path into dst. The same as
+ * memtier_read_ex with MEMTIER_READ_ONCE when nbytes is at least the cache's
+ * admission limit (a checkpoint is read once), else default hints. Same
+ * statuses as memtier_read. Thread-safe. */
+MEMTIER_API int memtier_load_tensor(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+                                    uint64_t nbytes, void* dst, int target);
+
+/* One object of memtier_load_chunks: a RAG chunk, a KV-cache block, an index
+ * block, a tensor. */
+typedef struct memtier_chunk {
+    uint64_t offset;  /* in: byte offset in the file                         */
+    uint64_t size;    /* in: bytes                                           */
+    void* dst;        /* in: destination of size bytes (NULL allowed if 0)   */
+    int64_t result;   /* out: bytes read (== size) or a negative status      */
+} memtier_chunk_t;
+
+/* memtier_load_chunks: reads n chunks of one file, each into its own dst, in
+ * one call. Chunks are sorted by offset; adjacent ones are coalesced into one
+ * read (up to the task size, one preadv straight into their dsts), larger ones
+ * are split into task-size pieces; the reads run in parallel on the context's
+ * I/O workers. A run of adjacent chunks is not admitted into the DRAM cache
+ * (a scan); a chunk read alone is admitted as memtier_load_tensor's would be;
+ * chunks already in the cache are copied from it. Each chunk gets its own result; one bad chunk (past
+ * EOF, NULL dst) does not affect the others. Nothing is staged beyond the
+ * bounded in-flight memory (max_inflight_mib): the bytes go straight into the
+ * callers' buffers. Overlapping chunks are allowed (each gets its bytes).
+ * Returns MEMTIER_OK if every chunk succeeded, else the status of the failed
+ * chunk with the lowest index; MEMTIER_ERR_INVALID_ARG for NULL ctx, path or
+ * chunks with n > 0 (no chunk touched). Thread-safe. */
+MEMTIER_API int memtier_load_chunks(memtier_ctx_t* ctx, const char* path, memtier_chunk_t* chunks,
+                                    size_t n, int target);
+
+/* memtier_load_chunks_async: the streaming form of memtier_load_chunks. It
+ * returns at once with a request in *req_out; the chunks array and every dst
+ * must stay valid until the request completes. Take finished chunks, in the
+ * order they finish, with memtier_request_next: a caller can work on chunk i
+ * while later ones are still being read. memtier_request_wait waits for all of
+ * them (its status is memtier_load_chunks's; nbytes counts successful bytes).
+ * Argument errors are returned directly and *req_out is NULL. Release the
+ * request with memtier_request_release. Thread-safe. */
+MEMTIER_API int memtier_load_chunks_async(memtier_ctx_t* ctx, const char* path,
+                                          memtier_chunk_t* chunks, size_t n, int target,
+                                          memtier_request_t** req_out);
+
+/* memtier_request_next: waits up to timeout_ns nanoseconds (negative = forever,
+ * 0 = do not wait) for a chunk of a memtier_load_chunks_async request that has
+ * not been reported yet, and stores its index in *index_out; that chunk's result
+ * field is then final and its dst filled. Each chunk is reported exactly once.
+ * Returns MEMTIER_OK; MEMTIER_ERR_EOF when every chunk has been reported;
+ * MEMTIER_ERR_TIMEOUT if none finished in time; MEMTIER_ERR_INVALID_ARG for
+ * NULL or a request that is not a chunk request; MEMTIER_ERR_CLOSED for a
+ * released request. One consumer at a time per request. */
+MEMTIER_API int memtier_request_next(memtier_request_t* req, int64_t timeout_ns, size_t* index_out);
+
+/* ===================================================================== */
+/* safetensors files                                                      */
+/* ===================================================================== */
+
+/* The format is the one published by Hugging Face's safetensors project: an
+ * 8-byte little-endian header length N, N bytes of JSON header starting with
+ * '{' ({"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [b, e]}, ...,
+ * optional "__metadata__": {string: string}}), then the data section, with b
+ * and e relative to its first byte. memtier_safetensors_open validates all of
+ * it before returning and rejects with MEMTIER_ERR_FORMAT and a message in
+ * memtier_last_error: file shorter than 8 bytes, N over 100,000,000 or past the
+ * file, invalid UTF-8 or JSON, a header not starting with '{', unknown dtype,
+ * sub-byte dtypes (F4, F6_E2M3, F6_E3M2: "unsupported dtype"), a negative or
+ * overflowing shape, shape x dtype size != e - b, ranges past the end,
+ * overlapping ranges, gaps between tensors, duplicate names, metadata that is
+ * not string to string, and a file length other than 8 + N + data. Zero-element
+ * tensors and files with only metadata are valid. Known dtypes: BOOL, U8, I8,
+ * F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, I16, U16, F16, BF16,
+ * I32, U32, F32, C64, I64, U64, F64, and the refused F4, F6_E2M3, F6_E3M2. */
+typedef struct memtier_safetensors memtier_safetensors_t;
+
+/* One tensor of an open safetensors file. Pointers stay valid until the file
+ * is closed. */
+typedef struct memtier_tensor_info {
+    const char* name;      /* NUL-terminated UTF-8 name                     */
+    uint64_t name_len;     /* bytes of name (a name may hold a NUL, \u0000)  */
+    const char* dtype;     /* the spec's dtype string, e.g. "BF16"          */
+    uint32_t dtype_bits;   /* bits per element (1 byte = 8; BOOL = 8)       */
+    uint32_t ndim;         /* entries in shape (0 for a scalar)             */
+    const int64_t* shape;  /* ndim dimensions, outermost first              */
+    uint64_t offset;       /* absolute byte offset of the payload in file   */
+    uint64_t nbytes;       /* payload bytes (0 for zero-element tensors)    */
+} memtier_tensor_info_t;
+
+/* memtier_safetensors_open: opens and validates path (see above) and returns a
+ * handle in *st_out (NULL on failure). Tensors are listed in data-offset order.
+ * The handle remembers the file's identity: a load after the file changed
+ * fails with MEMTIER_ERR_IO "changed since open" instead of returning bytes of
+ * another file. Returns MEMTIER_OK, MEMTIER_ERR_FORMAT, the open errors of
+ * memtier_read, MEMTIER_ERR_INVALID_ARG, MEMTIER_ERR_CLOSED. Thread-safe; the
+ * handle may be used from many threads at once. */
+MEMTIER_API int memtier_safetensors_open(memtier_ctx_t* ctx, const char* path,
+                                         memtier_safetensors_t** st_out);
+
+/* memtier_safetensors_close: frees st (its info pointers become invalid).
+ * close(NULL) returns MEMTIER_OK; a second close returns MEMTIER_ERR_CLOSED.
+ * memtier_finalize closes the handles of its context: later calls with them,
+ * close included, return MEMTIER_ERR_CLOSED. */
+MEMTIER_API int memtier_safetensors_close(memtier_safetensors_t* st);
+
+/* memtier_safetensors_count: number of tensors in *count_out. */
+MEMTIER_API int memtier_safetensors_count(memtier_safetensors_t* st, size_t* count_out);
+
+/* memtier_safetensors_get: fills *info for tensor index (0 <= index < count);
+ * MEMTIER_ERR_INVALID_ARG for an index out of range. */
+MEMTIER_API int memtier_safetensors_get(memtier_safetensors_t* st, size_t index,
+                                        memtier_tensor_info_t* info);
+
+/* memtier_safetensors_find: the index of the tensor named name (name_len bytes)
+ * in *index_out; MEMTIER_ERR_NOT_FOUND if there is none. */
+MEMTIER_API int memtier_safetensors_find(memtier_safetensors_t* st, const char* name,
+                                         size_t name_len, size_t* index_out);
+
+/* memtier_safetensors_metadata: the index-th "__metadata__" entry (sorted by
+ * key); *key_out and *value_out are NUL-terminated and valid until close.
+ * MEMTIER_ERR_EOF when index >= the number of entries (so a loop from 0 ends). */
+MEMTIER_API int memtier_safetensors_metadata(memtier_safetensors_t* st, size_t index,
+                                             const char** key_out, const char** value_out);
+
+/* memtier_safetensors_load: reads tensor index's payload into dst, which holds
+ * dst_size bytes; dst_size must be at least the tensor's nbytes
+ * (MEMTIER_ERR_INVALID_ARG otherwise, nothing written). */
+MEMTIER_API int memtier_safetensors_load(memtier_safetensors_t* st, size_t index, void* dst,
+                                         uint64_t dst_size, int target);
+
+/* memtier_safetensors_load_all: reads every tensor i whose dsts[i] is not NULL
+ * into dsts[i] (nbytes of tensor i), as one memtier_load_chunks call: adjacent
+ * tensors are coalesced and read in parallel. dsts has count entries. results,
+ * if not NULL, gets count per-tensor results (bytes or a negative status; 0 for
+ * skipped ones). Returns MEMTIER_OK or the lowest-index failure. */
+MEMTIER_API int memtier_safetensors_load_all(memtier_safetensors_t* st, void* const* dsts,
+                                             int64_t* results, int target);
+
+/* ===================================================================== */
+/* Datasets: packed sample files and tar shards                           */
+/* ===================================================================== */
+
+/* A dataset is a list of samples (byte ranges of one data file), opened from
+ * one of:
+ *  - a packed dataset: a data file plus an index file (the MemTier index
+ *    format: text lines "offset length", or a .npy int64 array of shape
+ *    (n, 2); see README "Dataset index format"), as written by
+ *    `python -m memtier.pack`;
+ *  - a tar shard (POSIX ustar, GNU long names, pax path records): each
+ *    regular-file member is a sample named by its path in the archive, in
+ *    archive order. The member index is built once per file version and kept
+ *    in memory by the context.
+ * Rejects malformed index or tar files with MEMTIER_ERR_FORMAT. Like a
+ * safetensors handle, a dataset remembers its data file's identity: a read
+ * after the file changed fails with MEMTIER_ERR_IO "changed since open". */
+typedef struct memtier_dataset memtier_dataset_t;
+
+/* memtier_dataset_open: a packed dataset of data_path described by index_path.
+ * Returns MEMTIER_OK, MEMTIER_ERR_FORMAT (an index that does not parse or has
+ * a record past the data file's end), the open errors of memtier_read,
+ * MEMTIER_ERR_INVALID_ARG, MEMTIER_ERR_CLOSED. Thread-safe. */
+MEMTIER_API int memtier_dataset_open(memtier_ctx_t* ctx, const char* data_path,
+                                     const char* index_path, memtier_dataset_t** ds_out);
+
+/* memtier_dataset_open_tar: a tar shard (see above). */
+MEMTIER_API int memtier_dataset_open_tar(memtier_ctx_t* ctx, const char* tar_path,
+                                         memtier_dataset_t** ds_out);
+
+/* memtier_dataset_close: frees ds. close(NULL) returns MEMTIER_OK; a second
+ * close returns MEMTIER_ERR_CLOSED. memtier_finalize closes the handles of its
+ * context, as for safetensors files. */
+MEMTIER_API int memtier_dataset_close(memtier_dataset_t* ds);
+
+/* memtier_dataset_count: number of samples in *count_out. */
+MEMTIER_API int memtier_dataset_count(memtier_dataset_t* ds, uint64_t* count_out);
+
+/* memtier_dataset_sample: the byte range of sample index in the data file
+ * (offset_out, size_out may be NULL) and, for tar shards, its member name in
+ * *name_out (NUL-terminated, valid until close; "" for packed datasets; may be
+ * NULL). MEMTIER_ERR_INVALID_ARG for an index out of range. */
+MEMTIER_API int memtier_dataset_sample(memtier_dataset_t* ds, uint64_t index, uint64_t* offset_out,
+                                       uint64_t* size_out, const char** name_out);
+
+/* memtier_dataset_read: reads sample index into dst of dst_size bytes
+ * (dst_size >= the sample's size, else MEMTIER_ERR_INVALID_ARG). */
+MEMTIER_API int memtier_dataset_read(memtier_dataset_t* ds, uint64_t index, void* dst,
+                                     uint64_t dst_size, int target);
+
+/* memtier_dataset_read_batch: reads samples indices[0..n) into dsts[0..n) (each
+ * at least that sample's size) as one vectored read. results[i] (required)
+ * gets bytes read or a negative status. Returns MEMTIER_OK or the lowest-index
+ * failure. */
+MEMTIER_API int memtier_dataset_read_batch(memtier_dataset_t* ds, const uint64_t* indices,
+                                           size_t n, void* const* dsts, int64_t* results,
+                                           int target);
+
+/* ===================================================================== */
 /* Statistics                                                            */
 /* ===================================================================== */
 
 /* memtier_stats_t: counters since init or the last memtier_stats_reset. Bytes are
- * bytes. requests counts every memtier_read/_ex/_async call and readv element that
- * reached the engine, failed ones included; bytes counts what successful ones
+ * bytes. requests counts every memtier_read/_ex/_async call, readv element and
+ * chunk (memtier_load_chunks, tensor and sample loads) that reached the engine,
+ * failed ones included; bytes counts what successful ones
  * delivered. A read served partly from the cache counts under each path for the
  * bytes that path moved. errors counts every failed call on the context. */
 typedef struct memtier_stats {
@@ -372,13 +573,13 @@ typedef struct memtier_stats {
     uint64_t prefetch_requests;     /* prefetch calls (sync and async)            */
     uint64_t prefetch_bytes;        /* bytes those prefetches brought in          */
     uint64_t readv_calls;           /* memtier_readv calls                        */
-    uint64_t coalesced_reads;       /* storage reads after readv coalescing       */
+    uint64_t coalesced_reads;       /* reads after readv/load_chunks coalescing   */
     uint64_t storage_bytes;         /* bytes read from files (all paths)          */
     uint64_t direct_fallbacks;      /* O_DIRECT refused, buffered used instead    */
     uint64_t bounce_bytes;          /* O_DIRECT bytes moved via bounce buffers    */
     uint64_t eintr_retries;         /* preads retried after EINTR                 */
     uint64_t short_read_retries;    /* preads continued after a short count       */
-    uint64_t async_requests;        /* read_async + prefetch_async submitted      */
+    uint64_t async_requests;        /* read, prefetch, load_chunks _async calls   */
     uint64_t errors;                /* calls that returned an error               */
     uint64_t files_opened;          /* descriptors opened                         */
     uint64_t files_evicted;         /* descriptors closed to respect the bound    */

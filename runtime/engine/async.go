@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"runtime/debug"
 	"time"
 
 	"github.com/memtier/memtier/gpu"
@@ -9,11 +10,13 @@ import (
 	"github.com/memtier/memtier/runtime/policy"
 )
 
-// Request is an asynchronous read or prefetch. Wait for it with Wait.
+// Request is an asynchronous read, prefetch or chunk load. Wait for it with
+// Wait; take the finished chunks of a chunk load with Next.
 type Request struct {
-	done chan struct{}
-	n    uint64
-	err  error
+	done   chan struct{}
+	n      uint64
+	err    error
+	chunks *chunkQueue // nil unless made by LoadChunksAsync
 }
 
 // Wait waits up to timeout (negative: forever, 0: poll) and reports whether
@@ -43,24 +46,40 @@ func (r *Request) Wait(timeout time.Duration) (n uint64, err error, done bool) {
 
 // submit starts fn on its own goroutine; at most 4*IOThreads run at once, the
 // rest queue. Close makes queued requests finish with errs.Closed and waits
-// for running ones. A panic in fn becomes errs.Internal.
+// for running ones. A panic in fn becomes errs.Internal (a memory fault on a
+// bad destination errs.IO).
 func (c *Context) submit(fn func() (uint64, error)) (*Request, error) {
+	return c.submitRequest(&Request{done: make(chan struct{})}, fn)
+}
+
+// submitRequest is submit for a request made by the caller (a chunk load
+// carries its queue). A chunk request's unreported chunks are settled with
+// the final error before the request is marked done.
+func (c *Context) submitRequest(r *Request, fn func() (uint64, error)) (*Request, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
 		return nil, errs.New(errs.Closed, "submit", "context is finalized")
 	}
 	c.st.AsyncRequests.Add(1)
-	r := &Request{done: make(chan struct{})}
 	c.asyncWG.Add(1)
 	go func() {
 		defer c.asyncWG.Done()
 		defer close(r.done)
 		defer func() {
-			if p := recover(); p != nil {
-				r.n, r.err = 0, errs.New(errs.Internal, "async", "panic: %v", p)
+			if r.chunks != nil {
+				r.chunks.settle(r.err)
 			}
 		}()
+		defer func() {
+			if p := recover(); p != nil {
+				// FromPanic: a fault on a bad destination is IO, a bug Internal.
+				r.n, r.err = 0, errs.FromPanic("async", p)
+			}
+		}()
+		// The request writes into caller memory (destinations, a C chunk
+		// array): a bad pointer must become an error, not a fatal fault.
+		debug.SetPanicOnFault(true)
 		select {
 		case c.asyncQ <- struct{}{}:
 			defer func() { <-c.asyncQ }()

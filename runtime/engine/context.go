@@ -34,6 +34,8 @@ type Context struct {
 	closing chan struct{} // closed when Close starts: queued async work gives up
 	asyncWG sync.WaitGroup
 	asyncQ  chan struct{} // bounds async requests running at once
+
+	tars tarCache // member lists of recently opened tar shards
 }
 
 // New validates o and builds a Context. GOMAXPROCS > 0 is applied to the

@@ -1,0 +1,400 @@
+//go:build memtier_cuda && cgo
+
+package gpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// initState is the process's one attempt to load and initialise CUDA.
+type initState struct {
+	once    sync.Once
+	err     *Error
+	reason  string
+	version int
+	devices int
+	library string
+}
+
+var (
+	cfgMu   sync.Mutex
+	cfg     Config
+	state   atomic.Pointer[initState]
+	started atomic.Bool // the load began: Configure is too late
+	cudaOK  atomic.Bool // Init succeeded: later calls skip the once
+)
+
+func init() { state.Store(new(initState)) }
+
+// Configure sets the library paths Init and OpenGDS load, overriding
+// MEMTIER_CUDA_LIBRARY / MEMTIER_CUFILE_LIBRARY. It must come before the
+// first Init (or Available, or any call that needs CUDA); later it returns a
+// KindInvalidArg error and changes nothing, since a process loads CUDA once.
+func Configure(c Config) error {
+	cfgMu.Lock()
+	defer cfgMu.Unlock()
+	if started.Load() {
+		return &Error{Kind: KindInvalidArg, Op: "Configure", Detail: "CUDA is already initialised in this process"}
+	}
+	cfg = c
+	return nil
+}
+
+func configured() Config {
+	cfgMu.Lock()
+	defer cfgMu.Unlock()
+	return cfg
+}
+
+// Init loads the CUDA driver library and calls cuInit(0), once per process;
+// later calls return the first answer at once. nil means CUDA is usable and
+// at least one device exists. The error is an *Error of kind KindUnavailable
+// naming what is missing, e.g. "libcuda.so.1 not loaded: libcuda.so.1:
+// cannot open shared object file: No such file or directory" or "cuInit
+// failed: CUDA_ERROR_NO_DEVICE (100)". Safe for concurrent use; it never
+// panics or aborts when the library is absent, broken or not a library.
+func Init() error {
+	if cudaOK.Load() {
+		return nil
+	}
+	s := state.Load()
+	s.once.Do(func() { s.run() })
+	if s.err != nil {
+		return s.err
+	}
+	return nil
+}
+
+func (s *initState) run() {
+	started.Store(true)
+	lib := configured().CUDALibrary
+	if lib == "" {
+		lib = cgetenv(EnvCUDALibrary)
+	}
+	if lib == "" {
+		lib = DefaultCUDALibrary
+	}
+	s.library = lib
+	if msg, ok := cudaLoad(lib); !ok {
+		s.fail(&Error{Kind: KindUnavailable, Detail: lib + " not loaded: " + msg})
+		return
+	}
+	if r := cuInit(); r != cudaSuccess {
+		s.fail(cudaError(KindUnavailable, "cuInit", r))
+		return
+	}
+	if v, r := cuDriverGetVersion(); r == cudaSuccess {
+		s.version = v
+	}
+	n, r := cuDeviceGetCount()
+	if r != cudaSuccess {
+		s.fail(cudaError(KindUnavailable, "cuDeviceGetCount", r))
+		return
+	}
+	if n < 1 {
+		s.fail(&Error{Kind: KindUnavailable, Detail: "no CUDA device (cuDeviceGetCount returned 0)"})
+		return
+	}
+	s.devices = n
+	s.reason = fmt.Sprintf("CUDA available: driver %d.%d, %d device(s), library %s",
+		s.version/1000, s.version%1000/10, n, lib)
+	cudaOK.Store(true)
+}
+
+func (s *initState) fail(e *Error) {
+	s.err = e
+	s.reason = "GPU target unavailable: " + e.Error()
+}
+
+// Available reports whether device reads can be served: it calls Init (the
+// first call loads libcuda and initialises the driver). Safe for concurrent
+// use.
+func Available() bool { return Init() == nil }
+
+// Reason explains Available's answer in one line: what is missing and why
+// ("GPU target unavailable: ..."), or the driver version and device count.
+// Calls Init.
+func Reason() string {
+	_ = Init()
+	return state.Load().reason
+}
+
+// DeviceCount is the number of CUDA devices (0 when Init failed).
+func DeviceCount() int {
+	if Init() != nil {
+		return 0
+	}
+	return state.Load().devices
+}
+
+// DriverVersion is cuDriverGetVersion's answer, e.g. 12040 for 12.4 (0 when
+// Init failed).
+func DriverVersion() int {
+	if Init() != nil {
+		return 0
+	}
+	return state.Load().version
+}
+
+// cudaError wraps a failed driver call. CUDA_ERROR_OUT_OF_MEMORY is always
+// KindNoMemory.
+func cudaError(kind Kind, op string, r cuResult) *Error {
+	if r == cudaErrorOutOfMemory {
+		kind = KindNoMemory
+	}
+	e := &Error{Kind: kind, Op: op, Code: int(r), CodeName: errorName(r)}
+	if kind == KindCUDA {
+		e.reason = "cuda_error"
+	}
+	return e
+}
+
+// ------------------------------------------------------------- contexts
+
+var (
+	primaryMu sync.Mutex
+	primaries = map[int]ctxHandle{}
+)
+
+// primaryContext retains device dev's primary context once and keeps it for
+// the life of the process (it is never released: no exit-path CUDA calls).
+func primaryContext(dev int) (ctxHandle, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	primaryMu.Lock()
+	defer primaryMu.Unlock()
+	if c, ok := primaries[dev]; ok {
+		return c, nil
+	}
+	if dev < 0 || dev >= state.Load().devices {
+		return 0, &Error{Kind: KindInvalidArg, Op: "primaryContext", Detail: fmt.Sprintf("no CUDA device %d", dev)}
+	}
+	d, r := cuDeviceGet(dev)
+	if r != cudaSuccess {
+		return 0, cudaError(KindCUDA, "cuDeviceGet", r)
+	}
+	c, r := cuDevicePrimaryCtxRetain(d)
+	if r != cudaSuccess {
+		return 0, cudaError(KindCUDA, "cuDevicePrimaryCtxRetain", r)
+	}
+	primaries[dev] = c
+	return c, nil
+}
+
+// withContext runs f with its goroutine locked to the OS thread and ctx
+// current on that thread, then restores the thread's previous context.
+func withContext(ctx ctxHandle, f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	prev, r := cuCtxGetCurrent()
+	if r != cudaSuccess {
+		return cudaError(KindCUDA, "cuCtxGetCurrent", r)
+	}
+	if prev != ctx {
+		if r := cuCtxSetCurrent(ctx); r != cudaSuccess {
+			return cudaError(KindCUDA, "cuCtxSetCurrent", r)
+		}
+		defer cuCtxSetCurrent(prev)
+	}
+	return f()
+}
+
+// -------------------------------------------------------------- pointers
+
+// PointerInfo describes a CUDA device pointer.
+type PointerInfo struct {
+	// Device is the ordinal of the device that holds the memory.
+	Device int
+	// Base and Size are the allocation that contains the pointer, as the
+	// driver reports it (0, 0 when it does not).
+	Base uintptr
+	Size uint64
+	ctx  ctxHandle
+}
+
+// InspectPointer checks that [ptr, ptr+size) is CUDA device memory and
+// returns its device. Host memory (pageable or page-locked), NULL, unknown
+// addresses, and a range that runs past the pointer's allocation give a
+// KindInvalidPointer error; KindUnavailable when CUDA is not usable. size 0
+// checks ptr alone. Safe for concurrent use; it queries the driver each time
+// (a few microseconds).
+func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
+	if err := Init(); err != nil {
+		return PointerInfo{}, err
+	}
+	if ptr == 0 {
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: "NULL device pointer"}
+	}
+	if ptr+uintptr(size) < ptr {
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf("range 0x%x + %d overflows", ptr, size)}
+	}
+	raw, r := pointerInfo(ptr)
+	if r == cudaErrorInvalidCtx {
+		// Some drivers want a current context for the query; any will do.
+		if ctx, err := primaryContext(0); err == nil {
+			_ = withContext(ctx, func() error { raw, r = pointerInfo(ptr); return nil })
+		}
+	}
+	if r != cudaSuccess {
+		e := cudaError(KindInvalidPointer, "cuPointerGetAttribute", r)
+		e.Detail = fmt.Sprintf("0x%x is not CUDA memory", ptr)
+		return PointerInfo{}, e
+	}
+	switch raw.memType {
+	case memoryTypeDevice, memoryTypeUnified:
+	case memoryTypeHost:
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf("0x%x is page-locked host memory, not device memory", ptr)}
+	default:
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf("0x%x has CUDA memory type %d, not device memory", ptr, raw.memType)}
+	}
+	info := PointerInfo{Device: raw.ordinal, Base: raw.base, Size: raw.size, ctx: raw.ctx}
+	if raw.size > 0 && (ptr < raw.base || uint64(ptr-raw.base) > raw.size || size > raw.size-uint64(ptr-raw.base)) {
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+			"range [0x%x, +%d) runs past its allocation [0x%x, +%d)", ptr, size, raw.base, raw.size)}
+	}
+	if info.ctx == 0 {
+		c, err := primaryContext(info.Device)
+		if err != nil {
+			return PointerInfo{}, err
+		}
+		info.ctx = c
+	}
+	return info, nil
+}
+
+// PointerDevice returns the device ordinal of a CUDA device pointer, or a
+// KindInvalidPointer error for anything else (see InspectPointer).
+func PointerDevice(ptr uintptr) (int, error) {
+	info, err := InspectPointer(ptr, 0)
+	return info.Device, err
+}
+
+// ------------------------------------------------------ device memory
+
+// MemAlloc allocates size bytes of device memory on device (cuMemAlloc in
+// its primary context). For tests, tools and the HBM cache: the engine
+// never allocates the caller's memory. KindNoMemory when the device is full.
+func MemAlloc(device int, size uint64) (uintptr, error) {
+	if size == 0 {
+		return 0, &Error{Kind: KindInvalidArg, Op: "MemAlloc", Detail: "size 0"}
+	}
+	ctx, err := primaryContext(device)
+	if err != nil {
+		return 0, err
+	}
+	var p uintptr
+	err = withContext(ctx, func() error {
+		var r cuResult
+		if p, r = cuMemAlloc(size); r != cudaSuccess {
+			return cudaError(KindNoMemory, "cuMemAlloc", r)
+		}
+		return nil
+	})
+	return p, err
+}
+
+// MemFree frees memory from MemAlloc (ptr must be the start of the
+// allocation).
+func MemFree(ptr uintptr) error {
+	info, err := InspectPointer(ptr, 0)
+	if err != nil {
+		return err
+	}
+	return withContext(info.ctx, func() error {
+		if r := cuMemFree(ptr); r != cudaSuccess {
+			return cudaError(KindCUDA, "cuMemFree", r)
+		}
+		return nil
+	})
+}
+
+// CopyFromDevice copies len(dst) bytes from device memory at src into dst
+// (cuMemcpyDtoH, synchronous). For tests and tools that check what a read
+// delivered; it does not wait for work queued on other streams.
+func CopyFromDevice(dst []byte, src uintptr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	info, err := InspectPointer(src, uint64(len(dst)))
+	if err != nil {
+		return err
+	}
+	return withContext(info.ctx, func() error {
+		if r := dtoh(dst, src); r != cudaSuccess {
+			return cudaError(KindCUDA, "cuMemcpyDtoH", r)
+		}
+		return nil
+	})
+}
+
+// ---------------------------------------------------------------- streams
+
+// Per-context pools of non-blocking streams for one-shot copies
+// (CopyToDevice, the HBM cache). Streams are never destroyed while the
+// process lives (they are small; no exit-path CUDA calls).
+var (
+	streamMu    sync.Mutex
+	streamPools = map[ctxHandle][]streamHandle{}
+)
+
+// getStream returns a stream of ctx; ctx must be current.
+func getStream(ctx ctxHandle) (streamHandle, error) {
+	streamMu.Lock()
+	if l := streamPools[ctx]; len(l) > 0 {
+		s := l[len(l)-1]
+		streamPools[ctx] = l[:len(l)-1]
+		streamMu.Unlock()
+		return s, nil
+	}
+	streamMu.Unlock()
+	s, r := streamCreate()
+	if r != cudaSuccess {
+		return 0, cudaError(KindCUDA, "cuStreamCreate", r)
+	}
+	return s, nil
+}
+
+// putStream returns s to ctx's pool, or destroys it after an error (ctx
+// current) so a stream in an unknown state is not reused.
+func putStream(ctx ctxHandle, s streamHandle, failed bool) {
+	if failed {
+		_ = streamDestroy(s)
+		return
+	}
+	streamMu.Lock()
+	streamPools[ctx] = append(streamPools[ctx], s)
+	streamMu.Unlock()
+}
+
+// copyHostToDevice copies src to dst on a pooled stream of ctx and waits
+// (ctx current).
+func copyHostToDevice(ctx ctxHandle, dst uintptr, src []byte) error {
+	s, err := getStream(ctx)
+	if err != nil {
+		return err
+	}
+	r := htodSync(dst, src, s)
+	putStream(ctx, s, r != cudaSuccess)
+	if r != cudaSuccess {
+		return cudaError(KindCUDA, "cuMemcpyHtoDAsync", r)
+	}
+	return nil
+}
+
+// copyDeviceToDevice copies n bytes from src to dst and waits (ctx current).
+func copyDeviceToDevice(ctx ctxHandle, dst, src uintptr, n uint64) error {
+	s, err := getStream(ctx)
+	if err != nil {
+		return err
+	}
+	r := dtodSync(dst, src, n, s)
+	putStream(ctx, s, r != cudaSuccess)
+	if r != cudaSuccess {
+		return cudaError(KindCUDA, "cuMemcpyDtoDAsync", r)
+	}
+	return nil
+}

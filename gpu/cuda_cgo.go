@@ -1,0 +1,431 @@
+//go:build memtier_cuda && cgo
+
+package gpu
+
+// The CUDA driver API, loaded with dlopen. The prototypes below are this
+// package's own declarations of the public driver API (cuda.h is not used):
+// CUresult is an int, CUdevice an int, CUdeviceptr an unsigned long long,
+// and contexts, streams and events are opaque pointers, passed to Go as
+// uintptr_t so Go never holds them as pointers. Versioned entry points are
+// resolved by their exported names (cuMemAlloc_v2, ...), as cuda.h's macros
+// would. Every call goes through a small C wrapper; none of them call back
+// into Go.
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+typedef int mt_res;
+typedef unsigned long long mt_dptr;
+
+struct mt_cuda {
+	void *lib;
+	mt_res (*cuInit)(unsigned);
+	mt_res (*cuDriverGetVersion)(int *);
+	mt_res (*cuDeviceGetCount)(int *);
+	mt_res (*cuDeviceGet)(int *, int);
+	mt_res (*cuDevicePrimaryCtxRetain)(void **, int);
+	mt_res (*cuCtxGetCurrent)(void **);
+	mt_res (*cuCtxSetCurrent)(void *);
+	mt_res (*cuPointerGetAttribute)(void *, int, mt_dptr);
+	mt_res (*cuMemAlloc)(mt_dptr *, size_t);
+	mt_res (*cuMemFree)(mt_dptr);
+	mt_res (*cuMemHostRegister)(void *, size_t, unsigned);
+	mt_res (*cuMemHostUnregister)(void *);
+	mt_res (*cuMemcpyHtoDAsync)(mt_dptr, const void *, size_t, void *);
+	mt_res (*cuMemcpyDtoH)(void *, mt_dptr, size_t);
+	mt_res (*cuMemcpyDtoDAsync)(mt_dptr, mt_dptr, size_t, void *);
+	mt_res (*cuStreamCreate)(void **, unsigned);
+	mt_res (*cuStreamSynchronize)(void *);
+	mt_res (*cuStreamDestroy)(void *);
+	mt_res (*cuEventCreate)(void **, unsigned);
+	mt_res (*cuEventRecord)(void *, void *);
+	mt_res (*cuEventSynchronize)(void *);
+	mt_res (*cuEventDestroy)(void *);
+	mt_res (*cuGetErrorName)(mt_res, const char **); // optional
+};
+
+static struct mt_cuda mt_cu;
+
+// Loads path and resolves every symbol; fills mt_cu only when all are there.
+// Returns 0, or -1 (dlopen failed) / -2 (a symbol is missing) with err set.
+// A library that loaded is never unloaded.
+static int mt_cuda_load(const char *path, char *err, size_t errlen) {
+	struct mt_cuda t;
+	memset(&t, 0, sizeof t);
+	dlerror();
+	t.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!t.lib) {
+		const char *e = dlerror();
+		snprintf(err, errlen, "%s", e ? e : "dlopen failed");
+		return -1;
+	}
+#define MT_SYM(field, name)                                                     \
+	do {                                                                        \
+		*(void **)&t.field = dlsym(t.lib, name);                                \
+		if (!t.field) {                                                         \
+			snprintf(err, errlen, "symbol %s not found (driver too old?)", name); \
+			return -2;                                                          \
+		}                                                                       \
+	} while (0)
+	MT_SYM(cuInit, "cuInit");
+	MT_SYM(cuDriverGetVersion, "cuDriverGetVersion");
+	MT_SYM(cuDeviceGetCount, "cuDeviceGetCount");
+	MT_SYM(cuDeviceGet, "cuDeviceGet");
+	MT_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+	MT_SYM(cuCtxGetCurrent, "cuCtxGetCurrent");
+	MT_SYM(cuCtxSetCurrent, "cuCtxSetCurrent");
+	MT_SYM(cuPointerGetAttribute, "cuPointerGetAttribute");
+	MT_SYM(cuMemAlloc, "cuMemAlloc_v2");
+	MT_SYM(cuMemFree, "cuMemFree_v2");
+	MT_SYM(cuMemHostRegister, "cuMemHostRegister_v2");
+	MT_SYM(cuMemHostUnregister, "cuMemHostUnregister");
+	MT_SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+	MT_SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+	MT_SYM(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+	MT_SYM(cuStreamCreate, "cuStreamCreate");
+	MT_SYM(cuStreamSynchronize, "cuStreamSynchronize");
+	MT_SYM(cuStreamDestroy, "cuStreamDestroy_v2");
+	MT_SYM(cuEventCreate, "cuEventCreate");
+	MT_SYM(cuEventRecord, "cuEventRecord");
+	MT_SYM(cuEventSynchronize, "cuEventSynchronize");
+	MT_SYM(cuEventDestroy, "cuEventDestroy_v2");
+#undef MT_SYM
+	*(void **)&t.cuGetErrorName = dlsym(t.lib, "cuGetErrorName");
+	mt_cu = t;
+	return 0;
+}
+
+static uintptr_t mt_cuda_lib(void) { return (uintptr_t)mt_cu.lib; }
+
+static mt_res mt_cuInit(void) { return mt_cu.cuInit(0); }
+static mt_res mt_cuDriverGetVersion(int *v) { return mt_cu.cuDriverGetVersion(v); }
+static mt_res mt_cuDeviceGetCount(int *n) { return mt_cu.cuDeviceGetCount(n); }
+static mt_res mt_cuDeviceGet(int *d, int ordinal) { return mt_cu.cuDeviceGet(d, ordinal); }
+
+static mt_res mt_cuDevicePrimaryCtxRetain(uintptr_t *ctx, int dev) {
+	void *c = NULL;
+	mt_res r = mt_cu.cuDevicePrimaryCtxRetain(&c, dev);
+	*ctx = (uintptr_t)c;
+	return r;
+}
+static mt_res mt_cuCtxGetCurrent(uintptr_t *ctx) {
+	void *c = NULL;
+	mt_res r = mt_cu.cuCtxGetCurrent(&c);
+	*ctx = (uintptr_t)c;
+	return r;
+}
+static mt_res mt_cuCtxSetCurrent(uintptr_t ctx) { return mt_cu.cuCtxSetCurrent((void *)ctx); }
+
+// cuda.h: CU_POINTER_ATTRIBUTE_CONTEXT 1, _MEMORY_TYPE 2, _DEVICE_ORDINAL 9,
+// _RANGE_START_ADDR 11, _RANGE_SIZE 12; CU_MEMORYTYPE_DEVICE 2, _UNIFIED 4.
+// Fills *memtype; for device memory also the ordinal, the allocation's
+// context (0 when it has none) and its range (0, 0 when not reported).
+static mt_res mt_pointer_info(mt_dptr p, unsigned *memtype, int *ordinal, uintptr_t *ctx,
+                              mt_dptr *base, unsigned long long *size) {
+	*memtype = 0;
+	*ordinal = -1;
+	*ctx = 0;
+	*base = 0;
+	*size = 0;
+	mt_res r = mt_cu.cuPointerGetAttribute(memtype, 2, p);
+	if (r != 0 || (*memtype != 2 && *memtype != 4)) return r;
+	r = mt_cu.cuPointerGetAttribute(ordinal, 9, p);
+	if (r != 0) return r;
+	void *c = NULL;
+	if (mt_cu.cuPointerGetAttribute(&c, 1, p) != 0) c = NULL;
+	*ctx = (uintptr_t)c;
+	mt_dptr b = 0;
+	size_t s = 0;
+	if (mt_cu.cuPointerGetAttribute(&b, 11, p) == 0 && mt_cu.cuPointerGetAttribute(&s, 12, p) == 0) {
+		*base = b;
+		*size = s;
+	}
+	return 0;
+}
+
+static mt_res mt_cuMemAlloc(mt_dptr *p, size_t n) { return mt_cu.cuMemAlloc(p, n); }
+static mt_res mt_cuMemFree(mt_dptr p) { return mt_cu.cuMemFree(p); }
+
+// A page-aligned anonymous mapping, pinned for every context
+// (CU_MEMHOSTREGISTER_PORTABLE = 1). NULL with *res set on failure; *res is
+// -1 when mmap itself failed.
+static void *mt_pinned_alloc(size_t n, mt_res *res) {
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		*res = -1;
+		return NULL;
+	}
+	*res = mt_cu.cuMemHostRegister(p, n, 1);
+	if (*res != 0) {
+		munmap(p, n);
+		return NULL;
+	}
+	return p;
+}
+static mt_res mt_pinned_free(void *p, size_t n) {
+	mt_res r = mt_cu.cuMemHostUnregister(p);
+	munmap(p, n);
+	return r;
+}
+
+static mt_res mt_htod_async(mt_dptr dst, void *src, size_t n, uintptr_t s) {
+	return mt_cu.cuMemcpyHtoDAsync(dst, src, n, (void *)s);
+}
+// One async copy from (possibly pageable, possibly Go) memory and the
+// stream's sync in the same C call, so the driver holds src only during it.
+static mt_res mt_htod_sync(mt_dptr dst, const void *src, size_t n, uintptr_t s) {
+	mt_res r = mt_cu.cuMemcpyHtoDAsync(dst, src, n, (void *)s);
+	mt_res r2 = mt_cu.cuStreamSynchronize((void *)s);
+	return r != 0 ? r : r2;
+}
+static mt_res mt_dtod_sync(mt_dptr dst, mt_dptr src, size_t n, uintptr_t s) {
+	mt_res r = mt_cu.cuMemcpyDtoDAsync(dst, src, n, (void *)s);
+	mt_res r2 = mt_cu.cuStreamSynchronize((void *)s);
+	return r != 0 ? r : r2;
+}
+static mt_res mt_dtoh(void *dst, mt_dptr src, size_t n) { return mt_cu.cuMemcpyDtoH(dst, src, n); }
+
+// CU_STREAM_NON_BLOCKING = 1: no implicit sync with the legacy default stream.
+static mt_res mt_stream_create(uintptr_t *s) {
+	void *x = NULL;
+	mt_res r = mt_cu.cuStreamCreate(&x, 1);
+	*s = (uintptr_t)x;
+	return r;
+}
+static mt_res mt_stream_sync(uintptr_t s) { return mt_cu.cuStreamSynchronize((void *)s); }
+static mt_res mt_stream_destroy(uintptr_t s) { return mt_cu.cuStreamDestroy((void *)s); }
+// CU_EVENT_DISABLE_TIMING = 2: the cheapest event, for ordering only.
+static mt_res mt_event_create(uintptr_t *e) {
+	void *x = NULL;
+	mt_res r = mt_cu.cuEventCreate(&x, 2);
+	*e = (uintptr_t)x;
+	return r;
+}
+static mt_res mt_event_record(uintptr_t e, uintptr_t s) { return mt_cu.cuEventRecord((void *)e, (void *)s); }
+static mt_res mt_event_sync(uintptr_t e) { return mt_cu.cuEventSynchronize((void *)e); }
+static mt_res mt_event_destroy(uintptr_t e) { return mt_cu.cuEventDestroy((void *)e); }
+
+static const char *mt_error_name(mt_res r) {
+	const char *s = NULL;
+	if (mt_cu.cuGetErrorName && mt_cu.cuGetErrorName(r, &s) == 0) return s;
+	return NULL;
+}
+
+// Test doubles only: calls an optional counter hook of a loaded library
+// ("long long fn(const char *)", -2 when the library has none) or an
+// optional reset hook ("void fn(void)", 0 when absent).
+static long long mt_hook_stat(uintptr_t lib, const char *fn, const char *name) {
+	long long (*f)(const char *);
+	*(void **)&f = lib ? dlsym((void *)lib, fn) : NULL;
+	return f ? f(name) : -2;
+}
+static int mt_hook_call(uintptr_t lib, const char *fn) {
+	void (*f)(void);
+	*(void **)&f = lib ? dlsym((void *)lib, fn) : NULL;
+	if (!f) return 0;
+	f();
+	return 1;
+}
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// cuResult is a CUresult; 0 is CUDA_SUCCESS.
+type cuResult int
+
+// CUresult values this package looks at (cuda.h).
+const (
+	cudaSuccess          cuResult = 0
+	cudaErrorOutOfMemory cuResult = 2
+	cudaErrorInvalidCtx  cuResult = 201
+	memoryTypeHost                = 1
+	memoryTypeDevice              = 2
+	memoryTypeUnified             = 4
+)
+
+// Opaque driver handles, as integers.
+type (
+	ctxHandle    uintptr
+	streamHandle uintptr
+	eventHandle  uintptr
+)
+
+func cudaLoad(path string) (string, bool) {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var buf [512]C.char
+	if C.mt_cuda_load(cpath, &buf[0], C.size_t(len(buf))) != 0 {
+		return C.GoString(&buf[0]), false
+	}
+	return "", true
+}
+
+func cudaLibHandle() uintptr { return uintptr(C.mt_cuda_lib()) }
+
+func cuInit() cuResult { return cuResult(C.mt_cuInit()) }
+
+func cuDriverGetVersion() (int, cuResult) {
+	var v C.int
+	r := C.mt_cuDriverGetVersion(&v)
+	return int(v), cuResult(r)
+}
+
+func cuDeviceGetCount() (int, cuResult) {
+	var n C.int
+	r := C.mt_cuDeviceGetCount(&n)
+	return int(n), cuResult(r)
+}
+
+func cuDeviceGet(ordinal int) (int, cuResult) {
+	var d C.int
+	r := C.mt_cuDeviceGet(&d, C.int(ordinal))
+	return int(d), cuResult(r)
+}
+
+func cuDevicePrimaryCtxRetain(dev int) (ctxHandle, cuResult) {
+	var c C.uintptr_t
+	r := C.mt_cuDevicePrimaryCtxRetain(&c, C.int(dev))
+	return ctxHandle(c), cuResult(r)
+}
+
+func cuCtxGetCurrent() (ctxHandle, cuResult) {
+	var c C.uintptr_t
+	r := C.mt_cuCtxGetCurrent(&c)
+	return ctxHandle(c), cuResult(r)
+}
+
+func cuCtxSetCurrent(c ctxHandle) cuResult { return cuResult(C.mt_cuCtxSetCurrent(C.uintptr_t(c))) }
+
+type rawPointerInfo struct {
+	memType uint
+	ordinal int
+	ctx     ctxHandle
+	base    uintptr
+	size    uint64
+}
+
+func pointerInfo(p uintptr) (rawPointerInfo, cuResult) {
+	var mt C.unsigned
+	var ord C.int
+	var ctx C.uintptr_t
+	var base C.mt_dptr
+	var size C.ulonglong
+	r := C.mt_pointer_info(C.mt_dptr(p), &mt, &ord, &ctx, &base, &size)
+	return rawPointerInfo{uint(mt), int(ord), ctxHandle(ctx), uintptr(base), uint64(size)}, cuResult(r)
+}
+
+func cuMemAlloc(n uint64) (uintptr, cuResult) {
+	var p C.mt_dptr
+	r := C.mt_cuMemAlloc(&p, C.size_t(n))
+	return uintptr(p), cuResult(r)
+}
+
+func cuMemFree(p uintptr) cuResult { return cuResult(C.mt_cuMemFree(C.mt_dptr(p))) }
+
+// pinnedAlloc maps n bytes (page aligned) and registers them with CUDA.
+// r is -1 when mmap failed.
+func pinnedAlloc(n uint64) (unsafe.Pointer, cuResult) {
+	var r C.mt_res
+	p := C.mt_pinned_alloc(C.size_t(n), &r)
+	return p, cuResult(r)
+}
+
+func pinnedFree(p unsafe.Pointer, n uint64) cuResult {
+	return cuResult(C.mt_pinned_free(p, C.size_t(n)))
+}
+
+// htodAsync enqueues a copy from C (pinned) memory.
+func htodAsync(dst uintptr, src unsafe.Pointer, n uint64, s streamHandle) cuResult {
+	return cuResult(C.mt_htod_async(C.mt_dptr(dst), src, C.size_t(n), C.uintptr_t(s)))
+}
+
+// htodSync copies src (any host memory, Go memory included) and waits.
+func htodSync(dst uintptr, src []byte, s streamHandle) cuResult {
+	return cuResult(C.mt_htod_sync(C.mt_dptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), C.uintptr_t(s)))
+}
+
+func dtodSync(dst, src uintptr, n uint64, s streamHandle) cuResult {
+	return cuResult(C.mt_dtod_sync(C.mt_dptr(dst), C.mt_dptr(src), C.size_t(n), C.uintptr_t(s)))
+}
+
+func dtoh(dst []byte, src uintptr) cuResult {
+	return cuResult(C.mt_dtoh(unsafe.Pointer(&dst[0]), C.mt_dptr(src), C.size_t(len(dst))))
+}
+
+func streamCreate() (streamHandle, cuResult) {
+	var s C.uintptr_t
+	r := C.mt_stream_create(&s)
+	return streamHandle(s), cuResult(r)
+}
+
+func streamSync(s streamHandle) cuResult    { return cuResult(C.mt_stream_sync(C.uintptr_t(s))) }
+func streamDestroy(s streamHandle) cuResult { return cuResult(C.mt_stream_destroy(C.uintptr_t(s))) }
+
+func eventCreate() (eventHandle, cuResult) {
+	var e C.uintptr_t
+	r := C.mt_event_create(&e)
+	return eventHandle(e), cuResult(r)
+}
+
+func eventRecord(e eventHandle, s streamHandle) cuResult {
+	return cuResult(C.mt_event_record(C.uintptr_t(e), C.uintptr_t(s)))
+}
+func eventSync(e eventHandle) cuResult    { return cuResult(C.mt_event_sync(C.uintptr_t(e))) }
+func eventDestroy(e eventHandle) cuResult { return cuResult(C.mt_event_destroy(C.uintptr_t(e))) }
+
+// errorName is cuGetErrorName's answer, else a name from the table below,
+// else "".
+func errorName(r cuResult) string {
+	if s := C.mt_error_name(C.mt_res(r)); s != nil {
+		return C.GoString(s)
+	}
+	return cudaErrorNames[r]
+}
+
+// cgetenv reads the environment through the C library, which sees values
+// set after process start (a c-shared Go runtime's os.Getenv does not).
+func cgetenv(name string) string {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if v := C.getenv(cname); v != nil {
+		return C.GoString(v)
+	}
+	return ""
+}
+
+// hookStat and hookCall reach the counters of the test doubles
+// (tests/gpu_double); against real libraries they find nothing.
+func hookStat(lib uintptr, fn, name string) (int64, bool) {
+	cfn, cname := C.CString(fn), C.CString(name)
+	defer C.free(unsafe.Pointer(cfn))
+	defer C.free(unsafe.Pointer(cname))
+	v := int64(C.mt_hook_stat(C.uintptr_t(lib), cfn, cname))
+	return v, v >= 0
+}
+
+func hookCall(lib uintptr, fn string) bool {
+	cfn := C.CString(fn)
+	defer C.free(unsafe.Pointer(cfn))
+	return C.mt_hook_call(C.uintptr_t(lib), cfn) != 0
+}
+
+// cudaErrorNames covers drivers without cuGetErrorName's answer.
+var cudaErrorNames = map[cuResult]string{
+	1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY", 3: "CUDA_ERROR_NOT_INITIALIZED",
+	4: "CUDA_ERROR_DEINITIALIZED", 34: "CUDA_ERROR_STUB_LIBRARY", 35: "CUDA_ERROR_INSUFFICIENT_DRIVER",
+	100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE", 201: "CUDA_ERROR_INVALID_CONTEXT",
+	304: "CUDA_ERROR_OPERATING_SYSTEM", 400: "CUDA_ERROR_INVALID_HANDLE", 600: "CUDA_ERROR_NOT_READY",
+	700: "CUDA_ERROR_ILLEGAL_ADDRESS", 712: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+	713: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", 719: "CUDA_ERROR_LAUNCH_FAILED",
+	801: "CUDA_ERROR_NOT_SUPPORTED", 803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+	804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", 999: "CUDA_ERROR_UNKNOWN",
+}

@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/memtier/memtier/gpu"
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/policy"
+)
+
+// Chunk is one object of LoadChunks (a RAG chunk, a KV-cache block, a tensor):
+// Size bytes of the file at Off into Dst. Result is set to Size on success or
+// to a negative status; Err holds the detail of a failure.
+type Chunk struct {
+	Off    uint64
+	Size   uint64
+	Dst    []byte
+	Result int64
+	Err    error
+}
+
+// smallUnitBytes: below this mean unit size a load is latency-bound (many
+// small reads), so it runs SmallIODepth reads at once like readv; larger
+// units are bandwidth-bound and IOThreads saturate them.
+const smallUnitBytes = 256 << 10
+
+// LoadTensor reads one tensor payload: Read with READ_ONCE when size is at
+// least the cache's admission limit (a checkpoint tensor is read once and
+// must not push hot data out of the DRAM cache), else with default hints.
+func (c *Context) LoadTensor(path string, off, size uint64, dst []byte, target int) error {
+	return c.Read(path, off, size, dst, target, c.chunkFlags(size))
+}
+
+// chunkFlags are the read hints of one chunk or tensor of size bytes.
+func (c *Context) chunkFlags(size uint64) uint32 {
+	if size >= c.opts.CacheAdmitMaxBytes {
+		return policy.ReadOnce
+	}
+	return 0
+}
+
+// LoadChunks reads every chunk of path into its Dst. Chunks are sorted by
+// offset, adjacent ones are read together with one preadv straight into their
+// destinations, chunks larger than a task are split into task-size pieces,
+// and the units run in parallel on the context's I/O workers. Each chunk gets
+// its own Result; one bad chunk (past end of file, no destination) does not
+// affect the others. The returned error is the lowest-index failure.
+func (c *Context) LoadChunks(path string, ch []Chunk, target int) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.exit()
+	return c.loadChunks(path, ch, target, 0, nil)
+}
+
+// errChanged is the failure of a load from a handle whose file changed since
+// the handle was opened: its offsets describe another version of the file.
+func errChanged(path string) error {
+	return errs.At(errs.IO, "load", path, -1,
+		"file changed since open (size, mtime or inode differ): open it again")
+}
+
+// chunkLoad is the state of one LoadChunks call.
+type chunkLoad struct {
+	c      *Context
+	ch     []Chunk
+	fin    []atomic.Bool // chunk i's Result is final and reported
+	report func(i int)   // nil, or called once per chunk after its Result is final
+	pieces map[int]*pieceState
+}
+
+// pieceState collects the pieces of one chunk larger than a task.
+type pieceState struct {
+	flags uint32
+	path  int  // policy path decided once for the whole chunk
+	admit bool // the chunk fills the DRAM cache
+	left  atomic.Int64
+	mu    sync.Mutex
+	s     served
+	err   error
+}
+
+// loadChunks is LoadChunks without enter: want != 0 makes every chunk fail
+// with errChanged unless the file's current version ID is want; report, if
+// not nil, is called once per chunk as soon as its Result is final (from
+// worker goroutines, in completion order).
+func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, report func(int)) error {
+	c.st.Requests.Add(uint64(len(ch)))
+	l := &chunkLoad{c: c, ch: ch, fin: make([]atomic.Bool, len(ch)), report: report}
+	valid := make([]int, 0, len(ch))
+	for i := range ch {
+		e := &ch[i]
+		e.Result, e.Err = 0, nil
+		switch {
+		case target == policy.TargetCUDA && !gpu.Available():
+			l.fail(i, errs.At(errs.Unsupported, "load_chunks", path, -1, "%s", gpu.Reason()))
+		case target != policy.TargetCPU && target != policy.TargetCUDA:
+			l.fail(i, errs.At(errs.InvalidArg, "load_chunks", path, -1, "unknown target %d", target))
+		case e.Size == 0:
+			c.account(served{})
+			l.done(i)
+		default:
+			if err := checkRange("load_chunks", path, e.Off, e.Size, len(e.Dst), 0); err != nil {
+				l.fail(i, err)
+				continue
+			}
+			valid = append(valid, i)
+		}
+	}
+	if len(valid) > 0 {
+		l.run(path, valid, want)
+	}
+	for i := range ch {
+		if ch[i].Err != nil {
+			return ch[i].Err
+		}
+	}
+	return nil
+}
+
+// run opens the file once and serves the valid chunks.
+func (l *chunkLoad) run(path string, valid []int, want uint64) {
+	c := l.c
+	f, err := c.acquire(path)
+	if err == nil && want != 0 && f.ID != want {
+		f.Release()
+		err = errChanged(path)
+	}
+	if err != nil {
+		for _, i := range valid {
+			l.fail(i, err)
+		}
+		return
+	}
+	defer f.Release()
+	inside := valid[:0]
+	for _, i := range valid {
+		if err := checkEOF(f, l.ch[i].Off, l.ch[i].Size); err != nil {
+			l.fail(i, err)
+			continue
+		}
+		inside = append(inside, i)
+	}
+	units := planChunks(l.ch, inside, c.opts.TaskBytes)
+	var total uint64
+	for _, u := range units {
+		total += u.hi - u.lo
+		if u.piece {
+			l.addPiece(f, u.members[0])
+		}
+	}
+	par := c.opts.IOThreads
+	if len(units) > 0 && total/uint64(len(units)) < smallUnitBytes {
+		par = max(par, c.opts.SmallIODepth)
+	}
+	runErr := c.rd.Run(len(units), par, func(k int) error {
+		l.serveUnit(f, &units[k])
+		return nil
+	})
+	if runErr != nil { // a recovered panic: what did not finish fails with it
+		for _, i := range inside {
+			l.fail(i, runErr)
+		}
+	}
+}
+
+// addPiece registers one piece of the large chunk i, deciding the chunk's
+// path once for its whole size (a piece alone is below direct_threshold).
+func (l *chunkLoad) addPiece(f *files.File, i int) {
+	if l.pieces == nil {
+		l.pieces = map[int]*pieceState{}
+	}
+	p := l.pieces[i]
+	if p == nil {
+		e := &l.ch[i]
+		p = &pieceState{flags: l.c.chunkFlags(e.Size)}
+		d := l.c.decide(f, e.Off, e.Size, p.flags, 0)
+		p.path, p.admit = d.Path, d.Admit && l.c.cache != nil
+		l.pieces[i] = p
+	}
+	p.left.Add(1)
+}
+
+// done marks chunk i successful (Result = Size) and reports it, once.
+func (l *chunkLoad) done(i int) {
+	if l.fin[i].CompareAndSwap(false, true) {
+		l.ch[i].Result = int64(l.ch[i].Size)
+		if l.report != nil {
+			l.report(i)
+		}
+	}
+}
+
+// fail records err as chunk i's result and reports it, once.
+func (l *chunkLoad) fail(i int, err error) {
+	if l.fin[i].CompareAndSwap(false, true) {
+		l.ch[i].Err, l.ch[i].Result = err, int64(errs.CodeOf(err))
+		if l.report != nil {
+			l.report(i)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/objects"
+)
+
+// Dataset is a list of samples, byte ranges of one data file: a packed
+// dataset (data file + index file) or a tar shard (each regular member is a
+// sample). Like SafetensorsFile it remembers the data file's version, and a
+// read after the file changed fails with errs.IO "changed since open": the
+// sample ranges describe the version they were made for. Safe for concurrent
+// use; it holds no descriptor.
+type Dataset struct {
+	Path    string              // the data file (the tar file for a shard)
+	Records []objects.Record    // packed: sample k is Records[k]; nil for a tar shard
+	Members []objects.TarMember // tar: sample k is Members[k] (shared; do not modify)
+	c       *Context
+	version uint64
+}
+
+// OpenDataset opens the packed dataset dataPath described by indexPath
+// (objects.ParseIndexFile, every record checked against the data file's
+// size). Errors: errs.Format for an index that does not parse or has a record
+// past the data file's end, the open errors of Read for either file,
+// errs.InvalidArg for an empty path, errs.Closed.
+func (c *Context) OpenDataset(dataPath, indexPath string) (*Dataset, error) {
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.exit()
+	if dataPath == "" || indexPath == "" {
+		return nil, errs.New(errs.InvalidArg, "dataset_open", "empty path")
+	}
+	f, err := c.acquire(dataPath)
+	if err != nil {
+		return nil, err
+	}
+	size, version := f.Ident.Size, f.ID
+	f.Release()
+	recs, err := objects.ParseIndexFile(indexPath, size)
+	if err != nil {
+		return nil, err
+	}
+	return &Dataset{Path: dataPath, Records: recs, c: c, version: version}, nil
+}
+
+// OpenTarDataset opens the tar shard path (objects.ParseTar). The member list
+// is kept by the context per file version (at most maxTarIndexes shards), so
+// opening the same shard again reads no headers. Errors: errs.Format for a
+// malformed archive, the open errors of Read, errs.InvalidArg, errs.Closed.
+func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.exit()
+	if path == "" {
+		return nil, errs.New(errs.InvalidArg, "dataset_open_tar", "empty path")
+	}
+	f, err := c.acquire(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release()
+	key := tarKey{path: path, version: f.ID}
+	members := c.tars.get(key)
+	if members == nil {
+		if members, err = objects.ParseTar(fileReader{c, f}, f.Ident.Size); err != nil {
+			return nil, stampPath(err, path)
+		}
+		c.tars.put(key, members)
+	}
+	return &Dataset{Path: path, Members: members, c: c, version: f.ID}, nil
+}
+
+// Len is the number of samples.
+func (d *Dataset) Len() int {
+	if d.Members != nil {
+		return len(d.Members)
+	}
+	return len(d.Records)
+}
+
+// Sample returns sample i's byte range and, for a tar shard, its member name
+// ("" for a packed dataset). ok is false for an index out of range.
+func (d *Dataset) Sample(i uint64) (off, size uint64, name string, ok bool) {
+	if i >= uint64(d.Len()) {
+		return 0, 0, "", false
+	}
+	if d.Members != nil {
+		m := &d.Members[i]
+		return uint64(m.Offset), uint64(m.Size), m.Name, true
+	}
+	r := &d.Records[i]
+	return uint64(r.Offset), uint64(r.Length), "", true
+}
+
+func (d *Dataset) outOfRange(op string, i uint64) error {
+	return errs.At(errs.InvalidArg, op, d.Path, -1, "sample index %d out of range (%d samples)", i, d.Len())
+}
+
+// Read reads sample i into dst, which must hold at least its bytes
+// (errs.InvalidArg otherwise, nothing written).
+func (d *Dataset) Read(i uint64, dst []byte, target int) error {
+	off, size, _, ok := d.Sample(i)
+	if !ok {
+		return d.outOfRange("dataset_read", i)
+	}
+	if uint64(len(dst)) < size {
+		return errs.At(errs.InvalidArg, "dataset_read", d.Path, int64(off),
+			"destination holds %d bytes, sample %d has %d", len(dst), i, size)
+	}
+	return d.c.loadVersion(d.Path, []Chunk{{Off: off, Size: size, Dst: dst}}, target, d.version)
+}
+
+// ReadBatch reads samples idx[k] into dsts[k] (each at least that sample's
+// size; len(dsts) == len(idx)) as one LoadChunks call: adjacent samples are
+// read together, the rest in parallel. results[k] gets bytes read or a
+// negative status; an index out of range fails that entry alone. The error is
+// the lowest-index failure.
+func (d *Dataset) ReadBatch(idx []uint64, dsts [][]byte, results []int64, target int) error {
+	if len(dsts) != len(idx) || len(results) != len(idx) {
+		return errs.At(errs.InvalidArg, "dataset_read_batch", d.Path, -1,
+			"%d indices, %d destinations, %d results", len(idx), len(dsts), len(results))
+	}
+	ch := make([]Chunk, len(idx))
+	bad := map[int]error{}
+	for k, i := range idx {
+		off, size, _, ok := d.Sample(i)
+		if !ok {
+			bad[k] = d.outOfRange("dataset_read_batch", i)
+			continue
+		}
+		ch[k] = Chunk{Off: off, Size: size, Dst: dsts[k]}
+	}
+	err := d.c.loadVersion(d.Path, ch, target, d.version)
+	var first error
+	for k := range ch {
+		results[k] = ch[k].Result
+		e := ch[k].Err
+		if b := bad[k]; b != nil {
+			results[k], e = int64(errs.CodeOf(b)), b
+		}
+		if e != nil && first == nil {
+			first = e
+		}
+	}
+	if first == nil {
+		return err
+	}
+	return first
+}

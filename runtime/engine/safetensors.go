@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/objects"
+)
+
+// SafetensorsFile is a safetensors file opened through a Context: its
+// validated header and the version of the file the header was read from.
+// Loads fail with errs.IO "changed since open" once the file is another
+// version, instead of reading another file's bytes at this header's offsets.
+// Safe for concurrent use; it holds no descriptor.
+type SafetensorsFile struct {
+	*objects.Safetensors
+	Path    string
+	c       *Context
+	version uint64 // files.File.ID at open
+}
+
+// OpenSafetensors reads and validates path's header (objects.ParseSafetensors
+// with the reference limits) through the context's descriptor table.
+// Errors: errs.Format for a malformed file, the open errors of Read,
+// errs.InvalidArg for an empty path, errs.Closed.
+func (c *Context) OpenSafetensors(path string) (*SafetensorsFile, error) {
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.exit()
+	if path == "" {
+		return nil, errs.New(errs.InvalidArg, "safetensors_open", "empty path")
+	}
+	f, err := c.acquire(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release()
+	st, err := objects.ParseSafetensors(fileReader{c, f}, f.Ident.Size, objects.SafetensorsLimits{})
+	if err != nil {
+		return nil, stampPath(err, path)
+	}
+	return &SafetensorsFile{Safetensors: st, Path: path, c: c, version: f.ID}, nil
+}
+
+// Load reads tensor i's payload into dst, which must hold at least its bytes
+// (errs.InvalidArg otherwise, with nothing written). A zero-element tensor
+// succeeds without touching dst.
+func (s *SafetensorsFile) Load(i int, dst []byte, target int) error {
+	if i < 0 || i >= len(s.Tensors) {
+		return errs.At(errs.InvalidArg, "safetensors_load", s.Path, -1, "tensor index %d out of range (%d tensors)", i, len(s.Tensors))
+	}
+	t := &s.Tensors[i]
+	n := uint64(t.End - t.Begin)
+	if uint64(len(dst)) < n {
+		return errs.At(errs.InvalidArg, "safetensors_load", s.Path, t.Begin,
+			"destination holds %d bytes, tensor %q has %d", len(dst), t.Name, n)
+	}
+	ch := []Chunk{{Off: uint64(t.Begin), Size: n, Dst: dst}}
+	return s.c.loadVersion(s.Path, ch, target, s.version)
+}
+
+// LoadAll reads every tensor i whose dsts[i] is not nil into dsts[i] (which
+// must hold its bytes) as one LoadChunks call, so adjacent tensors are read
+// together and in parallel. results[i] gets tensor i's result (bytes or a
+// negative status; 0 for a skipped tensor). dsts and results have one entry
+// per tensor. The error is the lowest-index failure.
+func (s *SafetensorsFile) LoadAll(dsts [][]byte, results []int64, target int) error {
+	if len(dsts) != len(s.Tensors) || len(results) != len(s.Tensors) {
+		return errs.At(errs.InvalidArg, "safetensors_load_all", s.Path, -1,
+			"%d destinations and %d results for %d tensors", len(dsts), len(results), len(s.Tensors))
+	}
+	ch := make([]Chunk, 0, len(dsts))
+	which := make([]int, 0, len(dsts))
+	for i, d := range dsts {
+		results[i] = 0
+		if d == nil {
+			continue
+		}
+		t := &s.Tensors[i]
+		ch = append(ch, Chunk{Off: uint64(t.Begin), Size: uint64(t.End - t.Begin), Dst: d})
+		which = append(which, i)
+	}
+	err := s.c.loadVersion(s.Path, ch, target, s.version)
+	for k, i := range which {
+		results[i] = ch[k].Result
+	}
+	return err
+}
+
+// loadVersion is LoadChunks of a handle made at file version want.
+func (c *Context) loadVersion(path string, ch []Chunk, target int, want uint64) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.exit()
+	return c.loadChunks(path, ch, target, want, nil)
+}
