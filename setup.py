@@ -218,7 +218,9 @@ setup(
     include_package_data=False,
     zip_safe=False,
     install_requires=["cffi>=1.15", "numpy>=1.22"],
-    extras_require={"torch": ["torch>=2.1"], "bf16": ["ml_dtypes>=0.3"], "test": ["pytest>=7"]},
+    # "progress": the tqdm bar of `python -m memtier.pack` (optional: it runs without tqdm)
+    extras_require={"torch": ["torch>=2.1"], "bf16": ["ml_dtypes>=0.3"], "progress": ["tqdm>=4.40"],
+                    "test": ["pytest>=7"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "Operating System :: POSIX :: Linux",

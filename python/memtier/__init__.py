@@ -15,6 +15,14 @@ Quick use::
         data = ctx.read("weights.bin", 0, 4096)
         print(ctx.stats().cache_hit_bytes)
 
+More
+    ``memtier.load_chunks`` / ``memtier.iter_chunks``: many (offset, size)
+    chunks of one file in one call (streamed in completion order).
+    ``memtier.safetensors``: ``load_file`` / ``safe_open`` for safetensors
+    files. ``memtier.MemTierDataset`` (packed samples; ``python -m
+    memtier.pack`` makes them) and ``memtier.TarShardDataset`` (WebDataset
+    tar shards): map-style torch datasets.
+
 Loading
     ``import memtier`` does not load the library (nor torch, nor numpy): it is
     opened on first use, once per process, from ``$MEMTIER_LIBRARY``, else the
@@ -103,6 +111,7 @@ from ._errors import (
     PermissionDeniedError,
     UnsupportedError,
 )
+from ._chunks import ChunkStream, iter_chunks, load_chunks
 from ._ffi import PACKAGE_VERSION as __version__
 from ._tensor import load_tensor, read_into_tensor
 
@@ -125,6 +134,9 @@ __all__ = [
     "explain",
     "read_into_tensor",
     "load_tensor",
+    "load_chunks",
+    "iter_chunks",
+    "ChunkStream",
     "READ_DEFAULT",
     "READ_ONCE",
     "READ_WILL_REUSE",
@@ -156,4 +168,12 @@ def __getattr__(name: str):  # PEP 562: optional parts, imported on first access
         from .dataset import MemTierDataset
 
         return MemTierDataset
+    if name == "TarShardDataset":  # memtier/webdataset.py (may import torch: not at import)
+        from .webdataset import TarShardDataset
+
+        return TarShardDataset
+    if name in ("safetensors", "pack", "webdataset", "dataset"):  # submodules
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'memtier' has no attribute {name!r}")

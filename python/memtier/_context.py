@@ -936,6 +936,18 @@ class Context:
                              filename=_fname(path), index=idx)
         return (out,)
 
+    def load_chunks(self, path: PathType, chunks: Any, out: Any = None) -> Any:
+        """:func:`memtier.load_chunks` on this context."""
+        from ._chunks import load_chunks
+
+        return load_chunks(path, chunks, out, ctx=self)
+
+    def iter_chunks(self, path: PathType, chunks: Any, out: Any = None) -> Any:
+        """:func:`memtier.iter_chunks` on this context."""
+        from ._chunks import iter_chunks
+
+        return iter_chunks(path, chunks, out, ctx=self)
+
     def read_async(self, path: PathType, offset: int, buffer: WritableBuffer, *,
                    flags: int = 0) -> Request:
         """Start reading ``buffer``'s nbytes of ``path`` at ``offset``; return a :class:`Request`.

@@ -164,6 +164,67 @@ int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                     memtier_decision_t* out);
 const char* memtier_path_name(int path);
 
+int memtier_load_tensor(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+                        uint64_t nbytes, void* dst, int target);
+
+typedef struct memtier_chunk {
+    uint64_t offset;
+    uint64_t size;
+    void* dst;
+    int64_t result;
+} memtier_chunk_t;
+
+int memtier_load_chunks(memtier_ctx_t* ctx, const char* path, memtier_chunk_t* chunks,
+                        size_t n, int target);
+int memtier_load_chunks_async(memtier_ctx_t* ctx, const char* path,
+                              memtier_chunk_t* chunks, size_t n, int target,
+                              memtier_request_t** req_out);
+int memtier_request_next(memtier_request_t* req, int64_t timeout_ns, size_t* index_out);
+
+typedef struct memtier_safetensors memtier_safetensors_t;
+
+typedef struct memtier_tensor_info {
+    const char* name;
+    uint64_t name_len;
+    const char* dtype;
+    uint32_t dtype_bits;
+    uint32_t ndim;
+    const int64_t* shape;
+    uint64_t offset;
+    uint64_t nbytes;
+} memtier_tensor_info_t;
+
+int memtier_safetensors_open(memtier_ctx_t* ctx, const char* path,
+                             memtier_safetensors_t** st_out);
+int memtier_safetensors_close(memtier_safetensors_t* st);
+int memtier_safetensors_count(memtier_safetensors_t* st, size_t* count_out);
+int memtier_safetensors_get(memtier_safetensors_t* st, size_t index,
+                            memtier_tensor_info_t* info);
+int memtier_safetensors_find(memtier_safetensors_t* st, const char* name,
+                             size_t name_len, size_t* index_out);
+int memtier_safetensors_metadata(memtier_safetensors_t* st, size_t index,
+                                 const char** key_out, const char** value_out);
+int memtier_safetensors_load(memtier_safetensors_t* st, size_t index, void* dst,
+                             uint64_t dst_size, int target);
+int memtier_safetensors_load_all(memtier_safetensors_t* st, void* const* dsts,
+                                 int64_t* results, int target);
+
+typedef struct memtier_dataset memtier_dataset_t;
+
+int memtier_dataset_open(memtier_ctx_t* ctx, const char* data_path,
+                         const char* index_path, memtier_dataset_t** ds_out);
+int memtier_dataset_open_tar(memtier_ctx_t* ctx, const char* tar_path,
+                             memtier_dataset_t** ds_out);
+int memtier_dataset_close(memtier_dataset_t* ds);
+int memtier_dataset_count(memtier_dataset_t* ds, uint64_t* count_out);
+int memtier_dataset_sample(memtier_dataset_t* ds, uint64_t index, uint64_t* offset_out,
+                           uint64_t* size_out, const char** name_out);
+int memtier_dataset_read(memtier_dataset_t* ds, uint64_t index, void* dst,
+                         uint64_t dst_size, int target);
+int memtier_dataset_read_batch(memtier_dataset_t* ds, const uint64_t* indices,
+                               size_t n, void* const* dsts, int64_t* results,
+                               int target);
+
 typedef struct memtier_stats {
     uint64_t requests;
     uint64_t bytes;

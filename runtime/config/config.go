@@ -21,6 +21,20 @@ const (
 	DirectRequired = 3 // like Always, refusal is errs.DirectIO
 )
 
+// GPUDirect Storage modes; values equal MEMTIER_GDS_* in include/memtier.h.
+const (
+	GDSAuto     = 0 // GDS for large aligned GPU reads when cuFile works; fallbacks go staged
+	GDSOff      = 1 // never GDS: every GPU read goes through pinned host buffers
+	GDSRequired = 2 // GDS for every uncached GPU byte; no GDS is an error, never a fallback
+)
+
+// Defaults of the GPU tier.
+const (
+	DefaultHBMCacheBytes = 1 * GiB // HBM cache budget (allocated on the first TO_HBM prefetch)
+	HBMBlockBytes        = 2 * MiB // HBM cache block (gpu.DefaultHBMBlockSize)
+	MaxHBMDevice         = 63
+)
+
 const (
 	KiB = 1 << 10
 	MiB = 1 << 20
@@ -46,6 +60,17 @@ type Options struct {
 	// descriptor is re-checked (fstat) per call; default 1000; -1 = stat the
 	// path on every call.
 	PathRecheckMs int
+	// HBMCacheBytes is the budget of the HBM (device memory) cache that
+	// MEMTIER_PREFETCH_TO_HBM fills; 0 turns the tier off. Default 1 GiB,
+	// allocated block by block on the first TO_HBM prefetch, never before.
+	HBMCacheBytes uint64
+	// HBMDevice is the CUDA device ordinal that holds the HBM cache; default 0.
+	HBMDevice int
+	// GDSMode is GDSAuto, GDSOff or GDSRequired; default GDSAuto.
+	GDSMode int
+	// PrefetchToHBM makes every prefetch go to the HBM cache
+	// (MEMTIER_PREFETCH_TO_HBM=1), as if it passed MEMTIER_PREFETCH_TO_HBM.
+	PrefetchToHBM bool
 	// Fault is the MEMTIER_FAULT test hook ("eintr_every=N,short_max=N"); "" = off.
 	Fault string
 	// TestHooks enables memtier_debug_hook (MEMTIER_TEST_HOOKS=1).
@@ -68,6 +93,8 @@ func Defaults() Options {
 		MaxInflightMiB:     64,
 		SmallIODepth:       32,
 		PathRecheckMs:      1000,
+		HBMCacheBytes:      DefaultHBMCacheBytes,
+		GDSMode:            GDSAuto,
 	}
 }
 
@@ -212,6 +239,34 @@ var Vars = []Var{
 		}
 		return err
 	}},
+	{"MEMTIER_GDS_MODE", "GPU builds: auto (GDS for large aligned reads, staged fallback), off (always staged) or required (no GDS is an error)", func(o *Options, v string) error {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "auto":
+			o.GDSMode = GDSAuto
+		case "off", "0":
+			o.GDSMode = GDSOff
+		case "required", "1", "on":
+			o.GDSMode = GDSRequired
+		default:
+			return fmt.Errorf("not one of auto, off, required")
+		}
+		return nil
+	}},
+	sizeVar("MEMTIER_HBM_CACHE_BYTES", "GPU builds: budget of the device-memory (HBM) cache that prefetch TO_HBM fills; 0 turns the tier off", func(o *Options) *uint64 { return &o.HBMCacheBytes }),
+	{"MEMTIER_HBM_DEVICE", "GPU builds: CUDA device ordinal that holds the HBM cache (0 to 63)", func(o *Options, v string) error {
+		n, err := parseInt(v, 0, MaxHBMDevice)
+		if err == nil {
+			o.HBMDevice = n
+		}
+		return err
+	}},
+	{"MEMTIER_PREFETCH_TO_HBM", "GPU builds: 1 sends every prefetch to the HBM cache, as if MEMTIER_PREFETCH_TO_HBM were passed", func(o *Options, v string) error {
+		b, err := parseBool(v)
+		if err == nil {
+			o.PrefetchToHBM = b
+		}
+		return err
+	}},
 	{"MEMTIER_FAULT", "test hook: eintr_every=N and/or short_max=N (comma separated) inject EINTR and short preads", func(o *Options, v string) error {
 		if _, err := ParseFault(v); err != nil {
 			return err
@@ -269,6 +324,12 @@ func (o *Options) Validate() error {
 		return bad("small_io_depth %d not in [1, 256]", o.SmallIODepth)
 	case uint64(o.MaxInflightMiB)*MiB < o.TaskBytes:
 		return bad("max_inflight_mib (%d MiB) smaller than one task (%d bytes)", o.MaxInflightMiB, o.TaskBytes)
+	case o.GDSMode < GDSAuto || o.GDSMode > GDSRequired:
+		return bad("gds_mode %d unknown", o.GDSMode)
+	case o.HBMDevice < 0 || o.HBMDevice > MaxHBMDevice:
+		return bad("hbm_device %d not in [0, %d]", o.HBMDevice, MaxHBMDevice)
+	case o.HBMCacheBytes != 0 && o.HBMCacheBytes < HBMBlockBytes:
+		return bad("hbm_cache_bytes %d is smaller than one HBM block (%d bytes)", o.HBMCacheBytes, HBMBlockBytes)
 	}
 	return nil
 }

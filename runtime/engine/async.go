@@ -116,9 +116,12 @@ func (c *Context) PrefetchAsync(path string, off, size uint64, flags uint32) (*R
 	switch {
 	case flags&^PrefetchToHBM != 0:
 		return nil, errs.At(errs.InvalidArg, "prefetch_async", path, -1, "unknown prefetch flags 0x%x", flags)
-	case flags&PrefetchToHBM != 0 && !gpu.Available():
+	case c.toHBM(flags) && c.opts.HBMCacheBytes == 0:
+		return nil, errs.At(errs.Unsupported, "prefetch_async", path, int64(off),
+			"MEMTIER_PREFETCH_TO_HBM: the HBM tier is off (hbm_cache_bytes is 0)")
+	case c.toHBM(flags) && !gpu.Available():
 		return nil, errs.At(errs.Unsupported, "prefetch_async", path, int64(off), "MEMTIER_PREFETCH_TO_HBM: %s", gpu.Reason())
-	case c.cache == nil:
+	case !c.toHBM(flags) && c.cache == nil:
 		return nil, errs.At(errs.Unsupported, "prefetch_async", path, int64(off), "the DRAM cache is disabled (cache_enabled = 0)")
 	}
 	return c.submit(func() (uint64, error) { return c.Prefetch(path, off, size, flags) })

@@ -4,7 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
@@ -90,12 +89,16 @@ func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, r
 	c.st.Requests.Add(uint64(len(ch)))
 	l := &chunkLoad{c: c, ch: ch, fin: make([]atomic.Bool, len(ch)), report: report}
 	valid := make([]int, 0, len(ch))
+	var gpuErr error // target CUDA without a usable backend
+	if target == policy.TargetCUDA {
+		gpuErr = gpuUsable("load_chunks", path, -1)
+	}
 	for i := range ch {
 		e := &ch[i]
 		e.Result, e.Err = 0, nil
 		switch {
-		case target == policy.TargetCUDA && !gpu.Available():
-			l.fail(i, errs.At(errs.Unsupported, "load_chunks", path, -1, "%s", gpu.Reason()))
+		case gpuErr != nil:
+			l.fail(i, gpuErr)
 		case target != policy.TargetCPU && target != policy.TargetCUDA:
 			l.fail(i, errs.At(errs.InvalidArg, "load_chunks", path, -1, "unknown target %d", target))
 		case e.Size == 0:
@@ -109,7 +112,10 @@ func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, r
 			valid = append(valid, i)
 		}
 	}
-	if len(valid) > 0 {
+	switch {
+	case len(valid) > 0 && target == policy.TargetCUDA:
+		l.runGPU(path, valid, want)
+	case len(valid) > 0:
 		l.run(path, valid, want)
 	}
 	for i := range ch {

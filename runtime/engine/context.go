@@ -3,12 +3,10 @@ package engine
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/cache"
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
@@ -36,6 +34,8 @@ type Context struct {
 	asyncQ  chan struct{} // bounds async requests running at once
 
 	tars tarCache // member lists of recently opened tar shards
+
+	gpu gpuState // target CUDA and the HBM tier (gpuread.go); nothing until first used
 }
 
 // New validates o and builds a Context. GOMAXPROCS > 0 is applied to the
@@ -48,6 +48,9 @@ func New(o config.Options) (*Context, error) {
 	if ram := physicalMemory(); o.CacheEnabled && ram > 0 && o.CacheBytes > ram {
 		return nil, errs.New(errs.InvalidArg, "memtier_init",
 			"cache_bytes %d exceeds the machine's physical memory (%d bytes)", o.CacheBytes, ram)
+	}
+	if err := checkGDSRequired(o); err != nil {
+		return nil, err
 	}
 	if o.GOMAXPROCS > 0 {
 		runtime.GOMAXPROCS(o.GOMAXPROCS)
@@ -65,6 +68,7 @@ func New(o config.Options) (*Context, error) {
 	}
 	c.rd = rd
 	c.files = files.NewTable(o.MaxOpenFiles, &c.st)
+	c.files.SetDirectCloseHook(c.forgetDirect)
 	if o.PathRecheckMs > 0 {
 		c.files.SetPathRecheck(time.Duration(o.PathRecheckMs) * time.Millisecond)
 	}
@@ -104,6 +108,7 @@ func (c *Context) Close() error {
 	close(c.closing)
 	c.mu.Unlock()
 	c.asyncWG.Wait()
+	c.closeGPU()
 	if c.cache != nil {
 		c.cache.Close()
 	}
@@ -126,11 +131,18 @@ func (c *Context) Stats() stats.Snapshot {
 		s.CacheResidentBytes = c.cache.Resident()
 		s.CacheBudgetBytes = c.cache.Budget()
 	}
+	var g statsGPU
+	c.gpuStats(&g)
+	s.HBMInsertedBytes, s.HBMEvictions = g.inserted, g.evictions
+	s.HBMResidentBytes, s.HBMBudgetBytes = g.resident, g.budget
 	return s
 }
 
 // ResetStats zeroes every counter (the cache gauges describe state and stay).
-func (c *Context) ResetStats() { c.st.Reset() }
+func (c *Context) ResetStats() {
+	c.st.Reset()
+	c.resetGPUStats()
+}
 
 // DropCache removes path's blocks ("" = every block) and closes its idle
 // descriptors.
@@ -140,6 +152,14 @@ func (c *Context) DropCache(path string) error {
 	}
 	defer c.exit()
 	ids := c.files.Drop(path)
+	// Blocks outlive descriptors (a file's ID comes from its identity), so
+	// also drop the current version's blocks by a stat, without opening it.
+	if path != "" {
+		if id, err := files.VersionOf(path); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	c.dropHBM(ids, path == "")
 	if c.cache == nil {
 		return nil
 	}
@@ -148,11 +168,6 @@ func (c *Context) DropCache(path string) error {
 		return nil
 	}
 	for _, id := range ids {
-		c.cache.DropFile(id)
-	}
-	// Blocks outlive descriptors (a file's ID comes from its identity), so
-	// also drop the current version's blocks by a stat, without opening it.
-	if id, err := files.VersionOf(path); err == nil {
 		c.cache.DropFile(id)
 	}
 	return nil
@@ -164,9 +179,6 @@ func (c *Context) DebugPanicWorker() { c.rd.PanicNextTask() }
 
 // TestHooks reports whether memtier_debug_hook is enabled.
 func (c *Context) TestHooks() bool { return c.opts.TestHooks }
-
-var _ = atomic.Int64{}
-var _ = gpu.Available
 
 // physicalMemory is the machine's RAM in bytes (0 if unknown): a cache budget
 // above it can only end in the OOM killer, so init refuses it.

@@ -24,15 +24,16 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 		return Explanation{}, err
 	}
 	defer c.exit()
-	if target != policy.TargetCPU || size == 0 {
-		d := policy.Decide(c.pol, policy.Input{Target: target, Size: size, Flags: flags, GPUAvailable: gpu.Available()})
+	if target == policy.TargetCUDA {
+		return c.explainGPU(path, off, size, flags)
+	}
+	if target != policy.TargetCPU {
+		return Explanation{}, errs.At(errs.InvalidArg, "explain", path, -1, "unknown target %d", target)
+	}
+	if size == 0 {
+		// A CPU question never initialises CUDA.
+		d := policy.Decide(c.pol, policy.Input{Target: target, Size: size, Flags: flags})
 		d.Reason = fmt.Sprintf("row %d: %s", d.Row, d.Reason)
-		if target == policy.TargetCUDA && !gpu.Available() {
-			return Explanation{Decision: d}, errs.At(errs.Unsupported, "explain", path, int64(off), "%s", gpu.Reason())
-		}
-		if target != policy.TargetCPU {
-			return Explanation{}, errs.At(errs.InvalidArg, "explain", path, -1, "unknown target %d", target)
-		}
 		return Explanation{Decision: d}, nil
 	}
 	if err := checkRange("explain", path, off, size, int(min(size, 1<<62)), flags); err != nil {
@@ -84,4 +85,93 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 	}
 	ex.Reason = fmt.Sprintf("row %d: %s", ex.Row, ex.Reason)
 	return ex, nil
+}
+
+// explainGPU is Explain for target CUDA: the GPU table (policy.DecideGPU)
+// with the bytes in the HBM and DRAM caches, the remembered GDS fallback of
+// the file and whether GDS was found unavailable. It never probes GDS (the
+// first GDS read does); the reason says when it has not been probed yet.
+func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Explanation, error) {
+	if !gpu.Available() {
+		d := policy.DecideGPU(c.gpuPolicy(), policy.GPUInput{Size: size})
+		d.Reason = fmt.Sprintf("row %d: %s: %s", d.Row, d.Reason, gpu.Reason())
+		return Explanation{Decision: d}, errs.At(errs.Unsupported, "explain", path, int64(off), "%s", gpu.Reason())
+	}
+	if size == 0 {
+		d := policy.DecideGPU(c.gpuPolicy(), policy.GPUInput{GPUAvailable: true})
+		d.Reason = fmt.Sprintf("row %d: %s", d.Row, d.Reason)
+		return Explanation{Decision: d}, nil
+	}
+	if err := checkRange("explain", path, off, size, int(min(size, 1<<62)), flags); err != nil {
+		return Explanation{}, err
+	}
+	f, err := c.acquire(path)
+	if err != nil {
+		return Explanation{}, err
+	}
+	defer f.Release()
+	if err := checkEOF(f, off, size); err != nil {
+		return Explanation{}, err
+	}
+	var ex Explanation
+	var hbmBytes uint64
+	h := c.gpu.hbm.Load()
+	dram := func(lo, hi uint64) { // DRAM-cache bytes of [lo, hi)
+		if c.cache == nil {
+			return
+		}
+		bs := c.cache.BlockSize()
+		for blo := lo / bs * bs; blo < hi; blo += bs {
+			a, b := max(lo, blo), min(hi, blo+bs)
+			if blk := c.cache.Peek(f.ID, blo/bs); blk != nil {
+				if blk.Covers(int(a-blo), int(b-blo)) {
+					ex.CachedBytes += b - a
+				}
+				blk.Release()
+			}
+		}
+	}
+	if h != nil {
+		bs := h.BlockSize()
+		for blo := off / bs * bs; blo < off+size; blo += bs {
+			lo, hi := max(off, blo), min(off+size, blo+bs)
+			if n, ok := h.Contains(gpu.BlockKey{File: f.ID, Index: blo / bs}); ok && hi-blo <= n {
+				hbmBytes += hi - lo
+				continue
+			}
+			dram(lo, hi)
+		}
+	} else {
+		dram(off, off+size)
+	}
+	if n, err := iopath.Resident(f.FD, int64(off), int64(size)); err == nil {
+		ex.ResidentBytes = uint64(n)
+	}
+	in := policy.GPUInput{Size: size, Off: off, FileSize: uint64(f.Ident.Size), HBMBytes: hbmBytes,
+		CachedBytes: ex.CachedBytes, GPUAvailable: true, GDSUnavailable: c.gdsUnavailable(),
+		FileFallback: c.fileFallback(f)}
+	ex.Decision = policy.DecideGPU(c.gpuPolicy(), in)
+	uncached := size - hbmBytes - ex.CachedBytes
+	reason := fmt.Sprintf("%s (size %d, hbm %d, dram cache %d, gds_threshold %d)",
+		ex.Reason, size, hbmBytes, ex.CachedBytes, c.opts.GDSThreshold)
+	var rerr error
+	switch ex.Path {
+	case policy.PathHBM, policy.PathCache:
+		ex.Tasks = 1
+	case policy.PathGDS:
+		ex.Tasks = 1
+		if c.gpu.gds.Load() == nil {
+			reason += "; GDS not probed yet (the first GDS read opens the cuFile driver; if that fails, reads go staged)"
+		}
+	case policy.PathStaged:
+		chunk := uint64(gpu.DefaultChunkSize)
+		ex.Tasks = (uncached + chunk - 1) / chunk
+		reason += fmt.Sprintf("; file side %s into pinned buffers",
+			map[int]string{policy.PathDirect: "O_DIRECT", policy.PathBuffered: "buffered pread"}[c.decide(f, off, size, flags|policy.ReadOnce, 0).Path])
+		if c.opts.GDSMode == policy.GDSRequired {
+			rerr = errs.At(errs.Unsupported, "explain", path, int64(off), "gds_mode REQUIRED but GDS cannot serve this read: %s", ex.Reason)
+		}
+	}
+	ex.Reason = fmt.Sprintf("row %d: %s", ex.Row, reason)
+	return ex, rerr
 }

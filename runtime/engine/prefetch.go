@@ -14,8 +14,11 @@ const (
 // Prefetch brings [off, off+size) of path into the DRAM cache (size 0: to end
 // of file; a range past end of file is clipped) and returns the bytes it read
 // from storage. A range larger than the cache budget keeps its last budget's
-// worth. Errors: errs.Unsupported when the cache is disabled or TO_HBM is
-// asked without a GPU backend, errs.InvalidArg for unknown flags, open errors.
+// worth. With PrefetchToHBM (or the MEMTIER_PREFETCH_TO_HBM=1 environment)
+// the range goes into the HBM cache instead (prefetchHBM). Errors:
+// errs.Unsupported when the cache is disabled or TO_HBM is asked without a
+// GPU backend or with the HBM tier off, errs.InvalidArg for unknown flags,
+// open errors.
 func (c *Context) Prefetch(path string, off, size uint64, flags uint32) (uint64, error) {
 	if err := c.enter(); err != nil {
 		return 0, err
@@ -24,16 +27,21 @@ func (c *Context) Prefetch(path string, off, size uint64, flags uint32) (uint64,
 	return c.prefetch(path, off, size, flags)
 }
 
+// toHBM reports whether a prefetch with flags goes to the HBM cache.
+func (c *Context) toHBM(flags uint32) bool {
+	return flags&PrefetchToHBM != 0 || c.opts.PrefetchToHBM
+}
+
 func (c *Context) prefetch(path string, off, size uint64, flags uint32) (uint64, error) {
 	switch {
 	case flags&^PrefetchToHBM != 0:
 		return 0, errs.At(errs.InvalidArg, "prefetch", path, -1, "unknown prefetch flags 0x%x", flags)
-	case flags&PrefetchToHBM != 0 && !gpu.Available():
-		return 0, errs.At(errs.Unsupported, "prefetch", path, int64(off), "MEMTIER_PREFETCH_TO_HBM: %s", gpu.Reason())
-	case c.cache == nil:
-		return 0, errs.At(errs.Unsupported, "prefetch", path, int64(off), "the DRAM cache is disabled (cache_enabled = 0)")
 	case path == "":
 		return 0, errs.New(errs.InvalidArg, "prefetch", "empty path")
+	case c.toHBM(flags):
+		return c.prefetchHBM(path, off, size)
+	case c.cache == nil:
+		return 0, errs.At(errs.Unsupported, "prefetch", path, int64(off), "the DRAM cache is disabled (cache_enabled = 0)")
 	}
 	c.st.PrefetchRequests.Add(1)
 	f, err := c.acquire(path)

@@ -3,7 +3,6 @@ package engine
 import (
 	"math"
 
-	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/iopath"
@@ -54,9 +53,12 @@ func checkRange(op, path string, off, size uint64, dstLen int, flags uint32) err
 	return nil
 }
 
-// Read reads exactly size bytes of path at off into dst[:size] (a host
-// buffer). target CUDA gives errs.Unsupported until the GPU backend exists.
-// A range past end of file is errs.EOF and nothing beyond the file is written.
+// Read reads exactly size bytes of path at off into dst[:size]: a host
+// buffer for policy.TargetCPU; for policy.TargetCUDA dst only carries the
+// address and length of CUDA device memory, never read or written by Go
+// (readGPU; errs.Unsupported without a usable CUDA backend, errs.InvalidArg
+// for a destination that is not device memory). A range past end of file is
+// errs.EOF and nothing beyond the file is written.
 func (c *Context) Read(path string, off, size uint64, dst []byte, target int, flags uint32) error {
 	if err := c.enter(); err != nil {
 		return err
@@ -68,8 +70,8 @@ func (c *Context) Read(path string, off, size uint64, dst []byte, target int, fl
 func (c *Context) read(path string, off, size uint64, dst []byte, target int, flags uint32) error {
 	c.st.Requests.Add(1)
 	if target != policy.TargetCPU {
-		if target == policy.TargetCUDA && !gpu.Available() {
-			return errs.At(errs.Unsupported, "read", path, int64(off), "%s", gpu.Reason())
+		if target == policy.TargetCUDA {
+			return c.readGPU("read", path, off, size, devPtr(dst), len(dst), flags, 0)
 		}
 		return errs.At(errs.InvalidArg, "read", path, -1, "unknown target %d", target)
 	}
@@ -106,8 +108,11 @@ func (c *Context) acquire(path string) (*files.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if stale != 0 && c.cache != nil {
-		c.cache.DropFile(stale)
+	if stale != 0 {
+		if c.cache != nil {
+			c.cache.DropFile(stale)
+		}
+		c.dropHBM([]uint64{stale}, false)
 	}
 	return f, nil
 }

@@ -51,12 +51,17 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 		v[i].Err, v[i].Result = err, int64(errs.CodeOf(err))
 	}
 	c.st.Requests.Add(uint64(len(v)))
+	var gpuErr error // target CUDA without a usable backend
+	if target == policy.TargetCUDA {
+		gpuErr = gpuUsable("readv", "", -1)
+	}
 	byPath := map[string][]int{}
+	var gpuIdx []int
 	for i := range v {
 		e := &v[i]
 		e.Result, e.Err = 0, nil
 		switch {
-		case target == policy.TargetCUDA && !gpu.Available():
+		case gpuErr != nil:
 			fail(i, errs.At(errs.Unsupported, "readv", e.Path, -1, "%s", gpu.Reason()))
 		case target != policy.TargetCPU && target != policy.TargetCUDA:
 			fail(i, errs.At(errs.InvalidArg, "readv", e.Path, -1, "unknown target %d", target))
@@ -67,8 +72,15 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 				fail(i, err)
 				continue
 			}
+			if target == policy.TargetCUDA {
+				gpuIdx = append(gpuIdx, i)
+				continue
+			}
 			byPath[e.Path] = append(byPath[e.Path], i)
 		}
+	}
+	if len(gpuIdx) > 0 {
+		c.readvGPU(v, gpuIdx)
 	}
 	var groups []readvGroup
 	var opened []*files.File

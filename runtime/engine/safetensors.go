@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"unsafe"
+
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/objects"
 )
@@ -68,22 +70,56 @@ func (s *SafetensorsFile) LoadAll(dsts [][]byte, results []int64, target int) er
 		return errs.At(errs.InvalidArg, "safetensors_load_all", s.Path, -1,
 			"%d destinations and %d results for %d tensors", len(dsts), len(results), len(s.Tensors))
 	}
-	ch := make([]Chunk, 0, len(dsts))
-	which := make([]int, 0, len(dsts))
-	for i, d := range dsts {
-		results[i] = 0
-		if d == nil {
-			continue
-		}
-		t := &s.Tensors[i]
-		ch = append(ch, Chunk{Off: uint64(t.Begin), Size: uint64(t.End - t.Begin), Dst: d})
-		which = append(which, i)
-	}
+	ch, groups := s.mergeContiguous(dsts, results)
 	err := s.c.loadVersion(s.Path, ch, target, s.version)
-	for k, i := range which {
-		results[i] = ch[k].Result
+	for k, g := range groups {
+		for _, i := range g {
+			if r := ch[k].Result; r < 0 {
+				results[i] = r
+			} else {
+				results[i] = s.Tensors[i].End - s.Tensors[i].Begin
+			}
+		}
 	}
 	return err
+}
+
+// mergeContiguous turns the tensors to load into chunks: tensors that follow
+// each other in the file and whose destinations also follow each other in
+// memory (one buffer laid out like the data section, as memtier's Python
+// loader allocates it) become ONE chunk. A whole checkpoint is then a single
+// range that LoadChunks splits into task-size pieces with one path decision,
+// so a cold load goes O_DIRECT straight into the buffer when the buffer is
+// placed at the file's alignment, instead of one preadv per small run.
+// groups[k] lists the tensors of chunk k; skipped and zero-byte tensors get
+// result 0 and are in no group.
+func (s *SafetensorsFile) mergeContiguous(dsts [][]byte, results []int64) ([]Chunk, [][]int) {
+	ch := make([]Chunk, 0, len(dsts))
+	groups := make([][]int, 0, len(dsts))
+	var base *byte // first byte of the open chunk's destination
+	for i, d := range dsts {
+		results[i] = 0
+		t := &s.Tensors[i]
+		n := uint64(t.End - t.Begin)
+		if d == nil || n == 0 {
+			if n > 0 {
+				base = nil // a skipped tensor's bytes are not the caller's to write
+			}
+			continue
+		}
+		p := unsafe.SliceData(d)
+		if k := len(ch) - 1; base != nil && k >= 0 && ch[k].Off+ch[k].Size == uint64(t.Begin) &&
+			uintptr(unsafe.Pointer(p)) == uintptr(unsafe.Pointer(base))+uintptr(ch[k].Size) {
+			ch[k].Size += n
+			ch[k].Dst = unsafe.Slice(base, ch[k].Size)
+			groups[k] = append(groups[k], i)
+			continue
+		}
+		base = p
+		ch = append(ch, Chunk{Off: uint64(t.Begin), Size: n, Dst: d[:n:n]})
+		groups = append(groups, []int{i})
+	}
+	return ch, groups
 }
 
 // loadVersion is LoadChunks of a handle made at file version want.

@@ -260,6 +260,9 @@ func (f *File) close() {
 	unix.Close(f.FD)
 	f.dmu.Lock()
 	if f.dReady.Load() && f.dfd >= 0 {
+		if h := f.t.directClosed; h != nil {
+			h(f.dfd)
+		}
 		unix.Close(f.dfd)
 	}
 	f.dmu.Unlock()
@@ -283,7 +286,17 @@ type Table struct {
 	// descriptor. 0: stat the path on every call.
 	recheck time.Duration
 	over    atomic.Bool // the table holds more than maxOpen Files and all extra ones were busy
+
+	// directClosed, if set, is called with a File's O_DIRECT descriptor just
+	// before it is closed (no holder is left), so a registration of that
+	// descriptor elsewhere (cuFile) can be dropped first.
+	directClosed func(fd int)
 }
+
+// SetDirectCloseHook makes the table call h(fd) with each O_DIRECT descriptor
+// just before closing it, when no holder of its File is left. Set it before
+// the first Acquire; it is not synchronised with Files being closed.
+func (t *Table) SetDirectCloseHook(h func(fd int)) { t.directClosed = h }
 
 // NewTable returns an empty Table that keeps at most maxOpen Files (values < 1
 // count as 1) while they are idle, and counts FilesOpened, FilesEvicted and

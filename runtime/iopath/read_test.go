@@ -570,3 +570,46 @@ func TestResidentEstimate_WarmAndCold(t *testing.T) {
 		t.Fatalf("cold estimate = %d, %v; want under half", n, err)
 	}
 }
+
+// TestDirectCoAlignedNoBounce: a destination placed at the file offset's
+// alignment (address = offset modulo 4096, as the Python safetensors loader
+// places its buffer) gets the aligned middle straight from O_DIRECT; only the
+// unaligned head and tail bounce. Bytes are checked with canaries around.
+func TestDirectCoAlignedNoBounce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "coaligned.bin")
+	const size = 3<<20 + 777
+	writePFile(t, path, size)
+	f := openFile(t, path)
+	_, offAlign := directOK(t, f)
+	a := int64(offAlign)
+	// head and tail: the bytes outside the largest aligned middle
+	edges := func(off int64, n int) uint64 {
+		end := off + int64(n)
+		hs, he := alignUp(off, a), min(alignDown(end, a), alignDown(size, a))
+		return uint64(hs-off) + uint64(end-he)
+	}
+	var st stats.Counters
+	r := newReader(t, testOptions(), &st)
+	for _, c := range []struct {
+		off int64
+		n   int
+	}{
+		{4096 + 100, 2 << 20},
+		{100, 3 << 20},
+		{5, size - 5}, // to end of file: the partial last block bounces
+		{4096, 1 << 20},
+	} {
+		g := newGuarded(c.n, int(c.off%4096))
+		before := st.BounceBytes.Load()
+		got, fellBack, err := r.ReadDirect(f, g.dst(), c.off, true)
+		what := fmt.Sprintf("ReadDirect(%d, %d) co-aligned", c.off, c.n)
+		if err != nil || fellBack {
+			t.Fatalf("%s: err %v fellBack %v", what, err, fellBack)
+		}
+		g.check(t, what, got, pattern(c.off, c.n))
+		if b, want := st.BounceBytes.Load()-before, edges(c.off, c.n); b != want || b >= uint64(2*a) {
+			t.Errorf("%s: bounced %d bytes, want %d (head and tail only, alignment %d)", what, b, want, a)
+		}
+	}
+}

@@ -247,11 +247,7 @@ func (r *Reader) ReadDirect(f *files.File, dst []byte, off int64, required bool)
 	// blocks, so a direct read of the tail could write dst past end of file.
 	straightEnd := alignDown(f.Ident.Size, a)
 	read := func(d []byte, o int64) (int, error) {
-		e := o + int64(len(d))
-		if o%a == 0 && e%a == 0 && e <= straightEnd && uintptr(unsafe.Pointer(unsafe.SliceData(d)))%uintptr(memAlign) == 0 {
-			return r.PreadFull(fd, d, o, f.Path, true, offAlign)
-		}
-		return r.viaBounce(fd, d, o, f.Path, memAlign, offAlign)
+		return r.directSplit(fd, d, o, f.Path, memAlign, offAlign, straightEnd)
 	}
 	p := splitTasks(off, int64(len(dst)), r.taskBytes)
 	var n int
@@ -266,6 +262,41 @@ func (r *Reader) ReadDirect(f *files.File, dst []byte, off int64, required bool)
 	}
 	r.st.StorageBytes.Add(uint64(n))
 	return n, false, err
+}
+
+// directSplit reads [o, o+len(d)) of a direct descriptor. The aligned middle
+// goes straight into d when d sits at the file's alignment (its address and
+// the file offset agree modulo the memory alignment: a caller that places its
+// buffer like that, as the Python safetensors loader does, gets no bounce
+// copy for any but the unaligned head and tail); the rest, or everything when
+// d is placed otherwise, goes through a bounce buffer.
+func (r *Reader) directSplit(fd int, d []byte, o int64, path string, memAlign, offAlign int, straightEnd int64) (int, error) {
+	a := int64(offAlign)
+	e := o + int64(len(d))
+	hs, he := alignUp(o, a), min(alignDown(e, a), straightEnd)
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(d)))
+	if he <= hs || (addr+uintptr(hs-o))%uintptr(memAlign) != 0 {
+		return r.viaBounce(fd, d, o, path, memAlign, offAlign)
+	}
+	done := 0
+	for _, part := range [3][2]int64{{o, hs}, {hs, he}, {he, e}} {
+		if part[1] == part[0] {
+			continue
+		}
+		seg := d[part[0]-o : part[1]-o]
+		var n int
+		var err error
+		if part[0] == hs {
+			n, err = r.PreadFull(fd, seg, part[0], path, true, offAlign)
+		} else {
+			n, err = r.viaBounce(fd, seg, part[0], path, memAlign, offAlign)
+		}
+		done += n
+		if err != nil || n < len(seg) {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 func (r *Reader) fallback(f *files.File, dst []byte, off int64, required bool, why string) (int, bool, error) {

@@ -25,6 +25,11 @@ type Counters struct {
 	AsyncRequests, Errors           atomic.Uint64
 	FilesOpened, FilesEvicted       atomic.Uint64
 	StaleInvalidations              atomic.Uint64
+	// GPU tier (memtier_stats_t fields added in 0.2).
+	HBMHitRequests, HBMHitBytes atomic.Uint64
+	GDSFallbacks                atomic.Uint64
+	H2DBytes, H2DNanos          atomic.Uint64
+	StagedReadNanos             atomic.Uint64
 }
 
 // Snapshot is a copy of the counters plus two state gauges (resident and budget
@@ -49,6 +54,15 @@ type Snapshot struct {
 	AsyncRequests, Errors           uint64
 	FilesOpened, FilesEvicted       uint64
 	StaleInvalidations              uint64
+	// GPU tier, added in 0.2. HBMInsertedBytes and HBMEvictions come from the
+	// gpu package's counters; HBMResidentBytes and HBMBudgetBytes are gauges
+	// the caller fills, like the cache's.
+	HBMHitRequests, HBMHitBytes      uint64
+	HBMInsertedBytes, HBMEvictions   uint64
+	HBMResidentBytes, HBMBudgetBytes uint64
+	GDSFallbacks                     uint64
+	H2DBytes, H2DNanos               uint64
+	StagedReadNanos                  uint64
 }
 
 func (c *Counters) all() []*atomic.Uint64 {
@@ -61,6 +75,8 @@ func (c *Counters) all() []*atomic.Uint64 {
 		&c.StorageBytes, &c.DirectFallbacks, &c.BounceBytes, &c.EINTRRetries,
 		&c.ShortReadRetries, &c.AsyncRequests, &c.Errors, &c.FilesOpened,
 		&c.FilesEvicted, &c.StaleInvalidations,
+		&c.HBMHitRequests, &c.HBMHitBytes, &c.GDSFallbacks, &c.H2DBytes, &c.H2DNanos,
+		&c.StagedReadNanos,
 	}
 }
 
@@ -83,6 +99,9 @@ func (c *Counters) Snapshot() Snapshot {
 		ShortReadRetries: c.ShortReadRetries.Load(), AsyncRequests: c.AsyncRequests.Load(),
 		Errors: c.Errors.Load(), FilesOpened: c.FilesOpened.Load(),
 		FilesEvicted: c.FilesEvicted.Load(), StaleInvalidations: c.StaleInvalidations.Load(),
+		HBMHitRequests: c.HBMHitRequests.Load(), HBMHitBytes: c.HBMHitBytes.Load(),
+		GDSFallbacks: c.GDSFallbacks.Load(), H2DBytes: c.H2DBytes.Load(), H2DNanos: c.H2DNanos.Load(),
+		StagedReadNanos: c.StagedReadNanos.Load(),
 	}
 }
 

@@ -19,6 +19,14 @@ A second pair of tests converts the real float32 weights to bfloat16 and float16
 writes them as a safetensors file (written here, also with the standard library and
 numpy) and checks those dtypes the same way, since the model itself is float32/int64.
 
+The same model through ``memtier.safetensors.load_file`` (one
+``memtier_safetensors_load_all`` call) must be bit-identical to
+``safetensors.torch.load_file`` and ``safetensors.numpy.load_file``; and through the C
+API directly: ``examples/safetensors_info FILE --checksum`` (found in
+``$MEMTIER_BUILD_DIR``, which ctest sets; skipped with the reason when unset or not
+built) prints an FNV-1a 64 hash per tensor, compared with the hash of safetensors.numpy's
+bytes of that tensor.
+
 Skipped, with the reason, only when the model package is not installed. Runs under
 pytest and directly (``python tests/python/test_real_model.py``).
 """
@@ -52,6 +60,15 @@ ST_DTYPES: Dict[str, Tuple[int, str]] = {
     "C64": (8, "<c8"),
 }
 
+
+
+def _owned_by_numpy(a):
+    """True when a's memory is a numpy allocation (its base chain ends in an
+    array owning its data), not a file mapping: load_file may return views
+    of one buffer that holds the whole checkpoint."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a.base is None and a.flags.owndata
 
 def _torch_mode() -> bool:
     """True when memtier returns torch tensors in this process."""
@@ -341,6 +358,140 @@ def test_half_precision_real_weights_numpy(half_model: Header) -> None:
         assert got.dtype == np.uint16, f"bfloat16 without ml_dtypes comes back as {got.dtype}"
     else:
         assert got.dtype == np.dtype(ml_dtypes.bfloat16), f"bfloat16 comes back as {got.dtype}"
+
+
+# ---------------------------------------------------------------- memtier.safetensors
+
+
+def _raw(x) -> bytes:
+    """Raw bytes of a torch tensor or numpy array (bool as bytes)."""
+    if type(x).__module__.startswith("torch"):
+        return _torch_bytes(x)
+    return np.ascontiguousarray(x).tobytes()
+
+
+def test_load_file_matches_safetensors_numpy(model: Header) -> None:
+    """memtier.safetensors.load_file(framework="np") == safetensors.numpy.load_file, bit for
+    bit, in both runs (with torch too: numpy results are asked for explicitly)."""
+    from safetensors.numpy import load_file as ref_load
+    from memtier.safetensors import load_file
+
+    ref = ref_load(str(model.path))
+    got = load_file(str(model.path), framework="np")
+    assert list(got) == list(ref), "names (and their file order) differ"
+    for name, r in ref.items():
+        g = got[name]
+        assert isinstance(g, np.ndarray) and _owned_by_numpy(g), name
+        assert g.dtype == r.dtype and g.shape == r.shape, f"{name}: {g.dtype}{g.shape} vs {r.dtype}{r.shape}"
+        assert g.tobytes() == r.tobytes(), f"{name}: differs from safetensors.numpy"
+    print(f"memtier.safetensors (numpy): {len(got)} tensors bit-identical to safetensors.numpy")
+
+
+@pytest.mark.skipif(not TORCH_MODE, reason="torch path: this run has no torch; "
+                    "test_load_file_matches_safetensors_numpy covers the numpy results")
+def test_load_file_matches_safetensors_torch(model: Header) -> None:
+    import torch
+    from safetensors.torch import load_file as ref_load
+    from memtier.safetensors import load_file, safe_open
+
+    ref = ref_load(str(model.path))
+    got = load_file(str(model.path))
+    assert list(got) == list(ref)
+    for name, r in ref.items():
+        g = got[name]
+        assert isinstance(g, torch.Tensor) and g.device.type == "cpu" and g.is_contiguous()
+        assert g.dtype == r.dtype and g.shape == r.shape, name
+        assert _torch_bytes(g) == _torch_bytes(r), f"{name}: differs from safetensors.torch"
+    with safe_open(str(model.path), framework="pt") as f:
+        assert f.metadata() == model.metadata
+        assert f.offset_keys() == [e.name for e in model.entries]
+        e = max(model.entries, key=lambda e: e.shape[0] if e.shape else 0)
+        rows = f.get_slice(e.name)[3:17]
+        assert _torch_bytes(rows) == _torch_bytes(ref[e.name][3:17])
+    print(f"memtier.safetensors (torch): {len(got)} tensors bit-identical to safetensors.torch")
+
+
+@pytest.mark.skipif(TORCH_MODE, reason="numpy default: memtier returns torch tensors in this run")
+def test_load_file_default_is_numpy_without_torch(model: Header) -> None:
+    from memtier.safetensors import load_file
+
+    got = load_file(str(model.path))
+    assert all(isinstance(v, np.ndarray) for v in got.values())
+    assert sum(v.nbytes for v in got.values()) == sum(e.nbytes for e in model.entries)
+
+
+def _fnv1a64(data: bytes) -> int:
+    """64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3) in pure
+    Python: the fallback of _fnv1a64_fast (about a minute for the 90 MB model)."""
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def _safetensors_info() -> Path:
+    build = os.environ.get("MEMTIER_BUILD_DIR")
+    if not build:
+        pytest.skip("MEMTIER_BUILD_DIR is not set (ctest sets it to the CMake build directory, "
+                    "where examples/safetensors_info.c is built)")
+    for cand in (Path(build) / "safetensors_info", Path(build) / "examples" / "safetensors_info"):
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return cand
+    pytest.skip(f"safetensors_info is not built in MEMTIER_BUILD_DIR={build} "
+                "(cmake --build that directory first)")
+
+
+def test_c_api_checksums_match_safetensors_numpy(model: Header, tmp_path) -> None:
+    """The C API end to end: examples/safetensors_info FILE --checksum loads every
+    tensor with memtier_safetensors_load_all and prints its FNV-1a 64 hash; each must
+    equal the hash of safetensors.numpy's bytes of that tensor."""
+    import subprocess
+
+    from safetensors.numpy import load_file as ref_load
+
+    exe = _safetensors_info()
+    r = subprocess.run([str(exe), str(model.path), "--checksum"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, f"{exe} exited {r.returncode}: {r.stderr}"
+    lines = [ln for ln in r.stdout.splitlines() if ln and not ln.startswith("#")]
+    ref = ref_load(str(model.path))
+    assert len(lines) == len(model.entries) == len(ref)
+    hasher = _fnv1a64_fast(tmp_path)
+    for line, e in zip(lines, model.entries):
+        name, dtype, shape, offset, nbytes, digest = line.split(" ")
+        assert name == e.name and dtype == e.dtype, line
+        assert shape == "[" + ",".join(map(str, e.shape)) + "]", line
+        assert int(offset) == model.file_offset(e) and int(nbytes) == e.nbytes, line
+        want = hasher(ref[e.name].tobytes())
+        assert int(digest, 16) == want, f"{e.name}: C hash {digest}, safetensors.numpy {want:016x}"
+    meta = [ln[2:] for ln in r.stdout.splitlines() if ln.startswith("# ")]
+    assert meta == [f"{k} = {v}" for k, v in sorted((model.metadata or {}).items())]
+    print(f"safetensors_info --checksum: {len(lines)} FNV-1a hashes equal safetensors.numpy's")
+
+
+def _fnv1a64_fast(tmp_path: Path):
+    """FNV-1a 64 as a function of bytes: compiled with cc into tmp_path when possible
+    (the model is 90 MB; pure Python takes a minute), else pure Python."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is not None:
+        src = str(tmp_path / "fnv.c")
+        lib = str(tmp_path / "libfnv.so")
+        with open(src, "w") as f:
+            f.write("#include <stdint.h>\n#include <stddef.h>\n"
+                    "uint64_t fnv1a64(const unsigned char* p, size_t n) {\n"
+                    "  uint64_t h = 0xcbf29ce484222325ULL;\n"
+                    "  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;\n"
+                    "  return h;\n}\n")
+        if subprocess.run([cc, "-O2", "-shared", "-fPIC", src, "-o", lib]).returncode == 0:
+            fn = ctypes.CDLL(lib).fnv1a64
+            fn.restype = ctypes.c_uint64
+            fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+            return lambda b: int(fn(b, len(b)))
+    return _fnv1a64
 
 
 if __name__ == "__main__":

@@ -1,0 +1,524 @@
+"""TarShardDataset: WebDataset-style tar shards as a map-style dataset read by MemTier.
+
+A shard is a tar archive (POSIX ustar, GNU long names, pax path records) whose
+regular-file members are grouped into samples by the WebDataset convention
+(https://github.com/webdataset/webdataset, ``tariterators.py``): the key of a
+member is its path up to the first ``.`` of its basename and the rest is its
+extension (webdataset's ``base_plus_ext``, regex
+``^((?:.*/|)[^.]+)[.]([^/]*)$``); consecutive members with the same key form
+one sample ``{"__key__": key, "__url__": shard, ext: bytes, ...}`` with the
+extensions lower-cased. Members whose name has no extension, and names of the
+form ``__...__`` (WebDataset's metadata entries), are skipped, as WebDataset
+skips them. Samples never span two shards.
+
+Unlike ``webdataset.WebDataset`` (an iterable that streams each shard once,
+front to back) this is a map-style dataset: ``len()``, random access, and any
+sampler (shuffling, distributed) of a torch DataLoader. libmemtier.so indexes
+each shard's members once (``memtier_dataset_open_tar``: about 1 KiB read per
+member, the data is skipped; the context keeps the index in memory) and reads
+a batch's members with one ``memtier_dataset_read_batch`` per shard of the
+batch (adjacent members coalesced, the rest read in parallel).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+import stat as _stat
+import threading
+import warnings
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _dtypes, _errors
+from .dataset import _BufferPool, _inherited, _pread_full
+
+__all__ = ["TarShardDataset", "base_plus_ext"]
+
+PathType = Union[str, "os.PathLike[str]"]
+
+_torch = _dtypes.torch_module()  # None without torch or with MEMTIER_PY_FORCE_NO_TORCH=1
+_Base: Any = _torch.utils.data.Dataset if _torch is not None else object
+
+_BASE_PLUS_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$", re.S)
+_SKIP_META = re.compile(r"__[^/]*__($|/)")
+_RESERVED = ("__key__", "__url__")
+
+_warned_pid: Optional[int] = None
+
+
+def base_plus_ext(path: str) -> Tuple[Optional[str], Optional[str]]:
+    """Split a member name into (key, extension) like WebDataset; (None, None) without an extension."""
+    m = _BASE_PLUS_EXT.match(path)
+    if not m:
+        return None, None
+    return m.group(1), m.group(2)
+
+
+def _close_ds(lib: Any, handle: Any, pid: int, keep: Any) -> None:
+    from . import _context
+
+    if pid == _context._pid_now:  # never enter the library in a fork child
+        lib.memtier_dataset_close(handle)
+    del keep
+
+
+class _Shard:
+    """One open ``memtier_dataset_t`` of this process (closed when collected)."""
+
+    __slots__ = ("h", "fin", "__weakref__")
+
+    def __init__(self, ctx: Any, path: str) -> None:
+        from ._context import _cpath
+
+        h = ctx._handle()
+        out = ctx._ffi.new("memtier_dataset_t **")
+        rc = ctx._lib.memtier_dataset_open_tar(h, _cpath(path), out)
+        if rc:
+            ctx._fail(rc, "TarShardDataset: memtier_dataset_open_tar", path)
+        self.h = out[0]
+        self.fin = weakref.finalize(self, _close_ds, ctx._lib, self.h, ctx._pid, ctx)
+
+
+class _ProcState:
+    """What one process reads with: a Context and open shards, or the pread fallback."""
+
+    __slots__ = ("pid", "ctx", "shards", "fds", "fallback_reads", "pool", "lock")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.ctx: Any = None
+        self.shards: Dict[int, _Shard] = {}
+        self.fds: Dict[int, int] = {}
+        self.fallback_reads = 0
+        self.pool = _BufferPool()
+        self.lock = threading.Lock()
+
+
+def _warn_fallback(shard: str, err: BaseException) -> None:
+    global _warned_pid
+    if _warned_pid == os.getpid():
+        return
+    _warned_pid = os.getpid()
+    warnings.warn(
+        "TarShardDataset: this process was forked from one that had already loaded "
+        "libmemtier.so (building a TarShardDataset does), whose Go runtime does not survive "
+        "fork(); members of %s and the other shards are read with plain os.pread in this "
+        "process instead (correct, but without MemTier's batching and cache). To read through "
+        "MemTier, create the DataLoader with multiprocessing_context=\"spawn\" or "
+        "\"forkserver\". (%s)" % (shard, err),
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+class TarShardDataset(_Base):  # type: ignore[misc, valid-type]
+    """Map-style dataset of the WebDataset samples of one or more tar shards.
+
+    Parameters
+    ----------
+    urls : str, os.PathLike, or a sequence of them
+        Local paths of ``.tar`` shards (POSIX ustar, GNU long names, pax).
+        Each is indexed here; ``__url__`` of its samples is the path as given.
+        Brace patterns (``shard-{000..009}.tar``) are not expanded: pass the
+        list (e.g. ``list(braceexpand.braceexpand(pattern))``); URLs other
+        than local files are not supported.
+    transform : callable, optional
+        Applied to each sample dict by ``__getitem__`` / ``__getitems__``.
+        Must pickle if the dataset goes to spawn/forkserver workers.
+    context_options : mapping, optional
+        Keyword settings of the :class:`memtier.Context` each process creates
+        (keys of :data:`memtier.CONFIG_KEYS`).
+    fork_fallback : bool, keyword-only, default True
+        In a process ``fork()``-ed from one that had loaded MemTier: True reads
+        with ``os.pread`` (warning once), False raises :class:`memtier.ForkError`.
+
+    Samples
+    -------
+    ``ds[i]`` (negative ``i`` counts from the end; IndexError out of range)
+    is a dict ``{"__key__": str, "__url__": str, ext: bytes, ...}`` with one
+    entry per member of the sample, keyed by its lower-cased extension
+    (``"jpg"``, ``"cls"``, ``"seg.png"``), holding the member's raw bytes
+    (no decoding), then ``transform(sample)`` if given. This is exactly
+    what iterating ``webdataset.WebDataset(urls, shardshuffle=False)``
+    yields, in the same order (without its ``__local_path__`` entry).
+    ``ds.__getitems__(indices)`` returns the samples of a batch, read with
+    one ``memtier_dataset_read_batch`` call per shard in the batch; torch's
+    DataLoader calls it once per batch. The default collate turns a batch
+    into ``{"__key__": [...], "jpg": [bytes, ...], ...}`` when every sample
+    has the same extensions.
+
+    Processes and fork
+    ------------------
+    Building the dataset indexes the shards through libmemtier.so in this
+    process, so it loads the library (and its Go runtime) here. The object
+    pickles (its state is the member table: offsets, sizes, extensions,
+    keys), so DataLoader workers started with ``multiprocessing_context=
+    "spawn"`` or ``"forkserver"`` each open the shards with their own
+    Context at their first read (the shard's member index is rebuilt there
+    and checked against the table: a shard that changed since the dataset
+    was built raises :class:`memtier.MemTierError`). Workers ``fork()``-ed
+    from this process cannot use MemTier; they read with ``os.pread`` or
+    raise, as ``fork_fallback`` says.
+
+    Raises
+    ------
+    memtier.FormatError
+        A shard is not a valid tar archive (the library's message), or two
+        members of one sample have the same extension (WebDataset's
+        "duplicate file name in tar file").
+    FileNotFoundError, PermissionError, IsADirectoryError
+        A shard cannot be opened (memtier's subclasses of them).
+    ValueError, TypeError
+        No shards, or bad ``context_options`` / ``transform``.
+
+    Notes
+    -----
+    Thread safety: ``__getitem__``/``__getitems__`` may be called from many
+    threads of one process.
+    """
+
+    def __init__(
+        self,
+        urls: Union[PathType, Sequence[PathType]],
+        transform: Optional[Callable[[Dict[str, Any]], Any]] = None,
+        context_options: Optional[Mapping[str, Any]] = None,
+        *,
+        fork_fallback: bool = True,
+    ) -> None:
+        if isinstance(urls, (str, bytes, os.PathLike)):
+            shards = [urls]
+        else:
+            shards = list(urls)
+        if not shards:
+            raise ValueError("TarShardDataset: no shards given")
+        for u in shards:
+            if not isinstance(u, (str, os.PathLike)):
+                raise TypeError("TarShardDataset: shard paths must be str or os.PathLike, got %r" % (u,))
+        if transform is not None and not callable(transform):
+            raise TypeError("transform must be callable, got %r" % (transform,))
+        opts: Dict[str, Any] = {}
+        if context_options is not None:
+            if not isinstance(context_options, Mapping):
+                raise TypeError("context_options must be a mapping, got %s" % type(context_options).__name__)
+            from ._context import CONFIG_KEYS
+
+            unknown = sorted(str(k) for k in context_options if k not in CONFIG_KEYS)
+            if unknown:
+                raise TypeError("unknown context_options key(s) %s; valid: %s" % (unknown, list(CONFIG_KEYS)))
+            opts = dict(context_options)
+        self._urls = [os.fspath(u) for u in shards]
+        self._paths = [os.path.abspath(u) for u in self._urls]
+        for p in self._paths:
+            if _stat.S_ISDIR(os.stat(p).st_mode):
+                raise IsADirectoryError(21, "TarShardDataset: shard is a directory", p)
+        self.transform = transform
+        self._context_options = opts
+        self._fork_fallback = bool(fork_fallback)
+        self._proc: Optional[_ProcState] = None
+        self._lock = threading.Lock()
+        self._lock_pid = os.getpid()
+        self._build_index()
+
+    # ------------------------------------------------------------- indexing
+
+    def _build_index(self) -> None:
+        st = self._state()
+        if st.ctx is None:
+            raise _errors.make_error(
+                _errors.ERR_FORKED,
+                "TarShardDataset: cannot index the shards in this process (pid %d): it was forked "
+                "after its parent loaded libmemtier.so" % os.getpid(),
+                hint="build the dataset in the parent (before forking) or in a spawned process",
+            )
+        ctx = st.ctx
+        ffi, lib = ctx._ffi, ctx._lib
+        cnt = ffi.new("uint64_t *")
+        offp = ffi.new("uint64_t *")
+        sizep = ffi.new("uint64_t *")
+        namep = ffi.new("const char **")
+        m_shard: List[int] = []
+        m_idx: List[int] = []
+        m_off: List[int] = []
+        m_size: List[int] = []
+        m_ext: List[str] = []
+        s_start: List[int] = []
+        s_key: List[str] = []
+        s_shard: List[int] = []
+        for s, path in enumerate(self._paths):
+            sh = self._shard(st, s)
+            rc = lib.memtier_dataset_count(sh.h, cnt)
+            if rc:
+                ctx._fail(rc, "TarShardDataset: memtier_dataset_count", path)
+            cur_key: Optional[str] = None
+            cur_exts: set = set()
+            for i in range(int(cnt[0])):
+                rc = lib.memtier_dataset_sample(sh.h, i, offp, sizep, namep)
+                if rc:
+                    ctx._fail(rc, "TarShardDataset: memtier_dataset_sample", path)
+                name = ffi.string(namep[0]).decode("utf-8", "surrogateescape")
+                if "/" not in name and name.startswith("__") and name.endswith("__"):
+                    continue  # WebDataset metadata entries
+                if _SKIP_META.match(name):
+                    continue
+                key, ext = base_plus_ext(name)
+                if key is None:
+                    continue
+                ext = ext.lower()  # type: ignore[union-attr]
+                if cur_key is None or key != cur_key:
+                    cur_key = key
+                    cur_exts = set(_RESERVED)
+                    s_start.append(len(m_off))
+                    s_key.append(key)
+                    s_shard.append(s)
+                if ext in cur_exts:
+                    raise _errors.make_error(
+                        _errors.ERR_FORMAT,
+                        "TarShardDataset: %s" % self._urls[s],
+                        "%s: duplicate file name in tar file %s (sample %r already has it)" % (name, ext, key),
+                        strerror="malformed file format",
+                    )
+                cur_exts.add(ext)
+                m_shard.append(s)
+                m_idx.append(i)
+                m_off.append(int(offp[0]))
+                m_size.append(int(sizep[0]))
+                m_ext.append(ext)
+        s_start.append(len(m_off))
+        self._m_shard = np.array(m_shard, dtype=np.int32)
+        self._m_idx = np.array(m_idx, dtype=np.uint64)
+        self._m_off = np.array(m_off, dtype=np.int64)
+        self._m_size = np.array(m_size, dtype=np.int64)
+        self._m_ext = m_ext
+        self._s_start = np.array(s_start, dtype=np.int64)
+        self._s_key = s_key
+        self._s_shard = np.array(s_shard, dtype=np.int32)
+        for a in (self._m_shard, self._m_idx, self._m_off, self._m_size, self._s_start, self._s_shard):
+            a.setflags(write=False)
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def shards(self) -> List[str]:
+        """The shard paths as given (the ``__url__`` values)."""
+        return list(self._urls)
+
+    @property
+    def num_members(self) -> int:
+        """Tar members that belong to samples (all shards)."""
+        return len(self._m_ext)
+
+    @property
+    def io_path(self) -> Optional[str]:
+        """How this process reads: ``"memtier"``, ``"pread"`` (fork fallback), or None before its first read."""
+        st = self._proc
+        if st is None or st.pid != os.getpid():
+            return None
+        return "memtier" if st.ctx is not None else "pread"
+
+    @property
+    def fallback_reads(self) -> int:
+        """Members this process read with the ``os.pread`` fork fallback."""
+        st = self._proc
+        return st.fallback_reads if st is not None and st.pid == os.getpid() else 0
+
+    def key(self, i: int) -> str:
+        """The ``__key__`` of sample ``i`` (no read)."""
+        return self._s_key[self._norm_index(i)]
+
+    def __len__(self) -> int:
+        return len(self._s_key)
+
+    def __repr__(self) -> str:
+        return "TarShardDataset(%d shards, %d samples, %d members)" % (
+            len(self._urls), len(self), self.num_members)
+
+    # ------------------------------------------------------------- pickling
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_proc"] = None  # a Context and its handles belong to one process
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._proc = None
+        self._lock = threading.Lock()
+        self._lock_pid = os.getpid()
+        for a in (self._m_shard, self._m_idx, self._m_off, self._m_size, self._s_start, self._s_shard):
+            a.setflags(write=False)
+
+    # ------------------------------------------------------- process state
+
+    def _state(self) -> _ProcState:
+        st = self._proc
+        pid = os.getpid()
+        if st is not None and st.pid == pid:
+            return st
+        if self._lock_pid != pid:  # a forked child: the inherited lock may be held forever
+            self._lock, self._lock_pid = threading.Lock(), pid
+        with self._lock:
+            st = self._proc
+            if st is not None and st.pid == pid:
+                return st
+            if st is not None:  # inherited through fork(): park it, never touch it
+                _inherited.append(st)
+            st = _ProcState(pid)
+            try:
+                from ._context import Context
+
+                st.ctx = Context(self._context_options)
+            except _errors.ForkError as e:
+                if not self._fork_fallback:
+                    raise _errors.make_error(
+                        _errors.ERR_FORKED,
+                        "TarShardDataset: cannot read in this process (pid %d): it was forked "
+                        "after its parent loaded libmemtier.so" % pid,
+                        hint="create the DataLoader with multiprocessing_context=\"spawn\" or "
+                        "\"forkserver\", or build the dataset with fork_fallback=True to read "
+                        "with os.pread",
+                    ) from e
+                _warn_fallback(self._urls[0], e)
+            self._proc = st
+            return st
+
+    def _shard(self, st: _ProcState, s: int) -> _Shard:
+        sh = st.shards.get(s)
+        if sh is None:
+            with st.lock:
+                sh = st.shards.get(s)
+                if sh is None:
+                    sh = _Shard(st.ctx, self._paths[s])
+                    st.shards[s] = sh
+        return sh
+
+    def _fd(self, st: _ProcState, s: int) -> int:
+        fd = st.fds.get(s)
+        if fd is None:
+            with st.lock:
+                fd = st.fds.get(s)
+                if fd is None:
+                    fd = os.open(self._paths[s], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                    st.fds[s] = fd
+        return fd
+
+    def close(self) -> None:
+        """Release this process's Context, shard handles and descriptors (the next read makes new ones)."""
+        st = self._proc
+        if st is None or st.pid != os.getpid():
+            return
+        self._proc = None
+        for sh in st.shards.values():
+            sh.fin()
+        st.shards.clear()
+        if st.ctx is not None:
+            st.ctx.close()
+        for fd in st.fds.values():
+            os.close(fd)
+        st.fds.clear()
+
+    # --------------------------------------------------------------- reads
+
+    def _norm_index(self, i: Any) -> int:
+        try:
+            k = operator.index(i)
+        except TypeError:
+            raise TypeError("TarShardDataset indices must be integers, not %s" % type(i).__name__) from None
+        n = len(self._s_key)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError("TarShardDataset index %d out of range for %d samples" % (operator.index(i), n))
+        return k
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._read([self._norm_index(i)])[0]
+
+    def __getitems__(self, indices: Sequence[Any]) -> List[Any]:
+        """Samples ``indices`` (a list of ints from a batch sampler) as a list of dicts,
+        read with one ``memtier_dataset_read_batch`` per shard; see the class docstring."""
+        return self._read([self._norm_index(i) for i in indices])
+
+    def _read(self, samples: List[int]) -> List[Any]:
+        if not samples:
+            return []
+        sidx = np.asarray(samples, dtype=np.int64)
+        starts = self._s_start[sidx]
+        counts = self._s_start[sidx + 1] - starts
+        total_m = int(counts.sum())
+        # member indices of the batch, sample by sample
+        first = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        mem = first + np.arange(total_m, dtype=np.int64)
+        sizes = self._m_size[mem]
+        pos = np.zeros(total_m + 1, dtype=np.int64)
+        np.cumsum(sizes, out=pos[1:])
+        total = int(pos[-1])
+        st = self._state()
+        buf = st.pool.get(total) if total else np.empty(0, dtype=np.uint8)
+        if total:
+            if st.ctx is not None:
+                self._read_memtier(st, mem, sizes, pos, buf)
+            else:
+                mv = memoryview(buf)
+                for m, a, b in zip(mem.tolist(), pos[:-1].tolist(), pos[1:].tolist()):
+                    if b > a:
+                        s = int(self._m_shard[m])
+                        _pread_full(self._fd(st, s), mv[a:b], int(self._m_off[m]), self._paths[s])
+                st.fallback_reads += total_m
+        out: List[Any] = []
+        p = pos.tolist()
+        j = 0
+        for k, c in zip(samples, counts.tolist()):
+            s = int(self._s_shard[k])
+            d: Dict[str, Any] = {"__key__": self._s_key[k], "__url__": self._urls[s]}
+            for _ in range(c):
+                d[self._m_ext[int(mem[j])]] = buf[p[j]:p[j + 1]].tobytes()
+                j += 1
+            out.append(self.transform(d) if self.transform is not None else d)
+        del buf
+        return out
+
+    def _read_memtier(self, st: _ProcState, mem: np.ndarray, sizes: np.ndarray, pos: np.ndarray,
+                      buf: np.ndarray) -> None:
+        ctx = st.ctx
+        ffi, lib = ctx._ffi, ctx._lib
+        base = buf.__array_interface__["data"][0]
+        addrs = (pos[:-1].astype(np.uint64) + np.uint64(base))
+        shard_of = self._m_shard[mem]
+        sizep = ffi.new("uint64_t *")
+        for s in np.unique(shard_of).tolist():
+            sel = np.flatnonzero(shard_of == s)
+            sh = self._shard(st, s)
+            idx = np.ascontiguousarray(self._m_idx[mem[sel]], dtype=np.uint64)
+            # The handle's member table must be the one this dataset was built
+            # from: read_batch writes each member's size into its slot.
+            for i, want in zip(idx.tolist(), sizes[sel].tolist()):
+                rc = lib.memtier_dataset_sample(sh.h, i, ffi.NULL, sizep, ffi.NULL)
+                if rc or int(sizep[0]) != want:
+                    raise _errors.make_error(
+                        _errors.ERR_IO, "TarShardDataset: %s" % self._urls[s],
+                        "the shard changed since the dataset was built (member %d: %s); "
+                        "build the dataset again" % (i, "missing" if rc else "size %d, was %d" % (int(sizep[0]), want)),
+                        filename=self._paths[s])
+            dsts = np.ascontiguousarray(addrs[sel])
+            res = np.zeros(sel.size, dtype=np.int64)
+            rc = lib.memtier_dataset_read_batch(
+                sh.h, ffi.cast("const uint64_t *", ffi.from_buffer(idx)), sel.size,
+                ffi.cast("void * const *", ffi.from_buffer(dsts)),
+                ffi.cast("int64_t *", ffi.from_buffer(res)), 0)
+            if rc:
+                from . import _ffi
+
+                detail = _ffi.error_texts(rc)[1]
+                bad = np.flatnonzero(res < 0)
+                code = int(res[bad[0]]) if bad.size else rc
+                m = int(mem[sel[bad[0]]]) if bad.size else None
+                where = "TarShardDataset: %s" % self._urls[s]
+                if m is not None:
+                    where += ": member %d" % int(self._m_idx[m])
+                raise _errors.make_error(code, where, detail, strerror=_ffi.strerror(code),
+                                         filename=self._paths[s])
