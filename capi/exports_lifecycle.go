@@ -37,6 +37,9 @@ func optionsToC(o config.Options, c *C.memtier_config_t) {
 	c.max_inflight_mib = C.uint32_t(o.MaxInflightMiB)
 	c.small_io_depth = C.uint32_t(o.SmallIODepth)
 	c.path_recheck_ms = C.int32_t(o.PathRecheckMs)
+	c.hbm_cache_bytes = C.uint64_t(o.HBMCacheBytes)
+	c.gds_mode = C.int32_t(o.GDSMode)
+	c.hbm_device = C.int32_t(o.HBMDevice)
 }
 
 // has reports whether a caller's config of size bytes contains the field at
@@ -82,6 +85,16 @@ func optionsFromC(c *C.memtier_config_t, o *config.Options) error {
 	u32(&c.small_io_depth, &o.SmallIODepth)
 	if has(size, unsafe.Offsetof(c.path_recheck_ms), 4) && c.path_recheck_ms != 0 {
 		o.PathRecheckMs = int(c.path_recheck_ms)
+	}
+	// Added in 0.2. hbm_cache_bytes 0 keeps the default (the environment's
+	// MEMTIER_HBM_CACHE_BYTES=0 is what turns the tier off); gds_mode and
+	// hbm_device are read as given (0 is AUTO and device 0, their defaults).
+	u64(&c.hbm_cache_bytes, &o.HBMCacheBytes)
+	if has(size, unsafe.Offsetof(c.gds_mode), 4) {
+		o.GDSMode = int(c.gds_mode)
+	}
+	if has(size, unsafe.Offsetof(c.hbm_device), 4) {
+		o.HBMDevice = int(c.hbm_device)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ package main
 import "C"
 
 import (
+	"unsafe"
+
 	"github.com/memtier/memtier/runtime/engine"
 	"github.com/memtier/memtier/runtime/errs"
 )
@@ -42,8 +44,30 @@ func mtgo_stats(id C.uint64_t, st *C.memtier_stats_t) (rc C.int) {
 		short_read_retries: C.uint64_t(s.ShortReadRetries), async_requests: C.uint64_t(s.AsyncRequests),
 		errors: C.uint64_t(s.Errors), files_opened: C.uint64_t(s.FilesOpened),
 		files_evicted: C.uint64_t(s.FilesEvicted), stale_invalidations: C.uint64_t(s.StaleInvalidations),
+		hbm_hit_requests: C.uint64_t(s.HBMHitRequests), hbm_hit_bytes: C.uint64_t(s.HBMHitBytes),
+		hbm_inserted_bytes: C.uint64_t(s.HBMInsertedBytes), hbm_evictions: C.uint64_t(s.HBMEvictions),
+		hbm_resident_bytes: C.uint64_t(s.HBMResidentBytes), hbm_budget_bytes: C.uint64_t(s.HBMBudgetBytes),
+		gds_fallbacks: C.uint64_t(s.GDSFallbacks), h2d_bytes: C.uint64_t(s.H2DBytes),
+		h2d_ns: C.uint64_t(s.H2DNanos), staged_read_ns: C.uint64_t(s.StagedReadNanos),
 	}
 	return 0
+}
+
+// mtgo_gpu_info writes ctx's GPU description into buf (n > 0 bytes, NUL
+// terminated, truncated to fit).
+//
+//export mtgo_gpu_info
+func mtgo_gpu_info(id C.uint64_t, buf *C.char, n C.size_t) C.int {
+	return call(id, func(ctx *engine.Context) error {
+		text, err := ctx.GPUInfo()
+		if err != nil {
+			return err
+		}
+		out := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+		k := copy(out[:len(out)-1], text)
+		out[k] = 0
+		return nil
+	})
 }
 
 //export mtgo_stats_reset

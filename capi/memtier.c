@@ -2,6 +2,7 @@
  * child gets MEMTIER_ERR_FORKED without entering the Go runtime (which does not
  * survive fork), and so that strerror/last_error/version work anywhere. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,7 @@ const char* memtier_path_name(int path) {
     case MEMTIER_PATH_GDS: return "gds";
     case MEMTIER_PATH_STAGED: return "staged";
     case MEMTIER_PATH_NONE: return "none";
+    case MEMTIER_PATH_HBM: return "hbm";
     }
     return "unknown";
 }
@@ -106,12 +108,17 @@ const char* memtier_version(void) { return MEMTIER_VERSION_STRING; }
 
 int memtier_version_number(void) { return MEMTIER_VERSION_NUMBER; }
 
-/* The config layout of version 0.1: memtier_config_default writes exactly this
- * many bytes forever, so a caller compiled against this header is never
- * written past; later fields are reached through memtier_config_default_sized. */
-#define MT_CONFIG_V1_SIZE sizeof(memtier_config_t)
+/* The config layout of version 0.1: the exported memtier_config_default writes
+ * exactly this many bytes forever, so a caller built against the 0.1 header (or
+ * an FFI binding with that struct) is never written past; later fields are
+ * reached through memtier_config_default_sized, which the header's
+ * memtier_config_default macro calls with the full size. The function names
+ * below are in parentheses so the header's function-like macros of the same
+ * names do not expand here. */
+#define MT_CONFIG_V1_SIZE offsetof(memtier_config_t, hbm_cache_bytes)
+#define MT_STATS_V1_SIZE offsetof(memtier_stats_t, hbm_hit_requests)
 
-int memtier_config_default(memtier_config_t* cfg) {
+int (memtier_config_default)(memtier_config_t* cfg) {
     return memtier_config_default_sized(cfg, MT_CONFIG_V1_SIZE);
 }
 
@@ -262,8 +269,8 @@ int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint6
     return mtgo_explain(MT_ID(ctx), (char*)path, offset, size, dst_aligned, target, flags, out);
 }
 
-int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st) {
-    return memtier_stats_sized(ctx, st, sizeof(memtier_stats_t));
+int (memtier_stats)(memtier_ctx_t* ctx, memtier_stats_t* st) {
+    return memtier_stats_sized(ctx, st, MT_STATS_V1_SIZE);
 }
 
 int memtier_stats_sized(memtier_ctx_t* ctx, memtier_stats_t* st, size_t st_size) {
@@ -282,6 +289,15 @@ int memtier_stats_reset(memtier_ctx_t* ctx) {
     MT_GUARD();
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_stats_reset: ctx is NULL");
     return mtgo_stats_reset(MT_ID(ctx));
+}
+
+int memtier_gpu_info(memtier_ctx_t* ctx, char* buf, size_t buf_size) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_gpu_info: ctx is NULL");
+    if (buf == NULL || buf_size == 0)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_gpu_info: buf is NULL or buf_size is 0");
+    buf[0] = '\0';
+    return mtgo_gpu_info(MT_ID(ctx), buf, buf_size);
 }
 
 int memtier_debug_hook(memtier_ctx_t* ctx, int hook) {

@@ -137,6 +137,24 @@ typedef struct memtier_request memtier_request_t;
 #define MEMTIER_PATH_GDS 3      /* GPUDirect Storage (GPU builds)             */
 #define MEMTIER_PATH_STAGED 4   /* host staging + copy to device (GPU builds) */
 #define MEMTIER_PATH_NONE 5     /* nothing to read (size 0) or refused        */
+#define MEMTIER_PATH_HBM 6      /* device-to-device copy from the HBM cache   */
+                                /* (target CUDA after prefetch TO_HBM; 0.2)   */
+
+/* GPUDirect Storage mode of a context (memtier_config_t.gds_mode; 0.2). */
+#define MEMTIER_GDS_AUTO 0     /* GDS for uncached GPU reads of at least       */
+                               /* gds_threshold_bytes whose offset and size    */
+                               /* are 4 KiB aligned; anything GDS cannot serve */
+                               /* (cuFile missing, file system unsupported, a  */
+                               /* read error) is read staged instead, counted  */
+                               /* in gds_fallbacks and not retried for that    */
+                               /* file version                                 */
+#define MEMTIER_GDS_OFF 1      /* never GDS: GPU reads go through pinned host  */
+                               /* buffers (staged)                             */
+#define MEMTIER_GDS_REQUIRED 2 /* GDS for every uncached GPU byte, whatever its*/
+                               /* size or alignment; memtier_init fails with   */
+                               /* MEMTIER_ERR_UNSUPPORTED when GDS is not      */
+                               /* usable, and a read GDS cannot serve fails    */
+                               /* instead of falling back                      */
 
 /* ===================================================================== */
 /* Configuration and lifecycle                                            */
@@ -173,6 +191,17 @@ typedef struct memtier_config {
                                      /* (directory/symlink swaps). Default 1000;   */
                                      /* -1 = stat the path on every call           */
     uint32_t reserved0;
+    /* Added in 0.2 (GPU builds; read only when struct_size covers them:
+     * memtier_config_default fills them when called through this header). */
+    uint64_t hbm_cache_bytes;        /* budget of the device-memory (HBM) cache    */
+                                     /* that MEMTIER_PREFETCH_TO_HBM fills;        */
+                                     /* default 1 GiB, allocated in 2 MiB blocks   */
+                                     /* by TO_HBM prefetches only (never before);  */
+                                     /* MEMTIER_HBM_CACHE_BYTES=0 turns the tier   */
+                                     /* off (get_config then shows 0)              */
+    int32_t gds_mode;                /* MEMTIER_GDS_*; default AUTO                */
+    int32_t hbm_device;              /* CUDA device ordinal of the HBM cache;      */
+                                     /* default 0                                  */
 } memtier_config_t;
 
 /* memtier_config_default: fills *cfg with the defaults, then applies the MEMTIER_*
@@ -185,16 +214,25 @@ MEMTIER_API int memtier_config_default(memtier_config_t* cfg);
 
 /* memtier_config_default_sized: memtier_config_default for a config struct of
  * cfg_size bytes (pass sizeof(memtier_config_t)); writes min(cfg_size, library
- * size) bytes and sets struct_size to that. memtier_config_default always writes
- * the 0.1 layout, so code built against a later header with more fields uses
- * this to get their defaults. cfg_size < 8 gives MEMTIER_ERR_INVALID_ARG. */
+ * size) bytes and sets struct_size to that. The exported memtier_config_default
+ * always writes the 0.1 layout (88 bytes), so FFI callers whose struct has the
+ * later fields use this to get their defaults. cfg_size < 8 gives
+ * MEMTIER_ERR_INVALID_ARG. */
 MEMTIER_API int memtier_config_default_sized(memtier_config_t* cfg, size_t cfg_size);
+
+/* Code compiled against this header gets every field of its memtier_config_t:
+ * memtier_config_default(cfg) is memtier_config_default_sized(cfg,
+ * sizeof(memtier_config_t)). The exported function of that name (what older
+ * binaries and dlopen/FFI callers reach) keeps writing the 0.1 layout. */
+#define memtier_config_default(cfg) memtier_config_default_sized((cfg), sizeof(memtier_config_t))
 
 /* memtier_init: creates a context. cfg may be NULL (defaults + environment).
  * On success *ctx_out is a new context; on failure it is set to NULL.
  * Returns MEMTIER_OK, MEMTIER_ERR_INVALID_ARG (ctx_out NULL, struct_size too small
  * or a field out of range), MEMTIER_ERR_FORMAT (bad MEMTIER_* value),
- * MEMTIER_ERR_NOMEM. Thread-safe. */
+ * MEMTIER_ERR_NOMEM, MEMTIER_ERR_UNSUPPORTED (gds_mode REQUIRED and GDS is not
+ * usable: then, and only then, init loads libcuda and opens the cuFile driver;
+ * otherwise init never touches CUDA). Thread-safe. */
 MEMTIER_API int memtier_init(const memtier_config_t* cfg, memtier_ctx_t** ctx_out);
 
 /* memtier_finalize: stops the context: queued async requests complete with
@@ -215,7 +253,14 @@ MEMTIER_API int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, si
 
 /* memtier_read: reads exactly size bytes of path starting at byte offset into dst.
  * target: MEMTIER_TARGET_CPU (dst is host memory of at least size bytes) or
- * MEMTIER_TARGET_CUDA. No alignment is required of offset, size or dst.
+ * MEMTIER_TARGET_CUDA (dst is CUDA device memory, e.g. from cuMemAlloc or a
+ * CUDA tensor's data pointer, of at least size bytes inside one allocation;
+ * a host pointer gives MEMTIER_ERR_INVALID_ARG). No alignment is required of
+ * offset, size or dst. A CUDA read copies bytes in the HBM cache device to
+ * device, bytes in the DRAM cache host to device from cache memory, and reads
+ * the rest with GPUDirect Storage or through pinned staging buffers (see
+ * MEMTIER_GDS_*); it never fills the DRAM cache. When it returns, the bytes
+ * are on the device (no stream of the caller's is involved).
  * size 0 succeeds without touching dst (dst may be NULL then).
  * Returns MEMTIER_OK when all size bytes were written to dst;
  * MEMTIER_ERR_EOF if offset + size is past end of file (dst is then not written
@@ -224,8 +269,10 @@ MEMTIER_API int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, si
  * MEMTIER_ERR_NOT_FOUND, MEMTIER_ERR_PERMISSION, MEMTIER_ERR_IS_DIR,
  * MEMTIER_ERR_NOT_REGULAR (device, FIFO, procfs/sysfs file),
  * MEMTIER_ERR_IO (also EFAULT: dst is not writable memory of size bytes),
- * MEMTIER_ERR_IO, MEMTIER_ERR_DIRECT_IO, MEMTIER_ERR_UNSUPPORTED (CUDA target in a
- * CPU build), MEMTIER_ERR_CLOSED, MEMTIER_ERR_NOMEM.
+ * MEMTIER_ERR_IO (also a failed CUDA copy or cuFile read), MEMTIER_ERR_DIRECT_IO,
+ * MEMTIER_ERR_UNSUPPORTED (CUDA target in a CPU build or without a usable
+ * libcuda; memtier_last_error says why), MEMTIER_ERR_CLOSED, MEMTIER_ERR_NOMEM
+ * (also: device memory or pinned staging memory exhausted).
  * Blocks until done; large reads are split into tasks run in parallel.
  * Thread-safe. */
 MEMTIER_API int memtier_read(memtier_ctx_t* ctx, const char* path, uint64_t offset,
@@ -252,7 +299,9 @@ typedef struct memtier_iovec {
  * element does not affect the others. path may be NULL if every element has one.
  * Returns MEMTIER_OK if every element succeeded, else the status of the failed
  * element with the lowest index (MEMTIER_ERR_INVALID_ARG for a NULL ctx or iov
- * with n > 0; then no element is touched). Thread-safe. */
+ * with n > 0; then no element is touched). With MEMTIER_TARGET_CUDA every dst is
+ * device memory and elements are read one by one, io_threads at a time (no
+ * coalescing: a device range cannot be scattered from one host read). Thread-safe. */
 MEMTIER_API int memtier_readv(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
                               size_t n, int target);
 
@@ -262,8 +311,10 @@ MEMTIER_API int memtier_readv(memtier_ctx_t* ctx, const char* path, memtier_iove
 
 /* Prefetch destinations (memtier_prefetch_opts_t.flags). */
 #define MEMTIER_PREFETCH_TO_DRAM 0u /* into the DRAM cache (default)           */
-#define MEMTIER_PREFETCH_TO_HBM 1u  /* into GPU memory: MEMTIER_ERR_UNSUPPORTED */
-                                    /* in builds without CUDA                  */
+#define MEMTIER_PREFETCH_TO_HBM 1u  /* into the HBM cache (device memory of    */
+                                    /* hbm_device, budget hbm_cache_bytes);    */
+                                    /* MEMTIER_ERR_UNSUPPORTED without a usable*/
+                                    /* CUDA backend or with the tier off       */
 
 typedef struct memtier_prefetch_opts {
     uint32_t struct_size; /* sizeof(memtier_prefetch_opts_t)             */
@@ -274,7 +325,12 @@ typedef struct memtier_prefetch_opts {
  * returns when it is resident. A range past end of file is clipped to the file.
  * size 0 means "to end of file". Fails with MEMTIER_ERR_UNSUPPORTED if the cache is
  * disabled or TO_HBM is asked in a CPU build. Ranges larger than the cache budget
- * keep the last budget's worth. opts may be NULL. Thread-safe. */
+ * keep the last budget's worth. opts may be NULL. Thread-safe.
+ * With MEMTIER_PREFETCH_TO_HBM (or MEMTIER_PREFETCH_TO_HBM=1 in the environment
+ * for every prefetch) the range goes into the HBM cache instead, in whole 2 MiB
+ * blocks (the DRAM cache is not needed); later MEMTIER_TARGET_CUDA reads of it
+ * on the same device are device-to-device copies (stats hbm_hit_*). CPU reads
+ * never use the HBM cache. A file that changes is re-read, never served stale. */
 MEMTIER_API int memtier_prefetch(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                  uint64_t size, const memtier_prefetch_opts_t* opts);
 
@@ -332,14 +388,30 @@ typedef struct memtier_decision {
  * flags) would do now, without reading. Fills *out. Returns MEMTIER_OK or the
  * status the read would fail with before any I/O (argument, open errors, a CUDA
  * target in a CPU build); out->path is MEMTIER_PATH_NONE then, and reason says
- * why when the decision itself refused the request. Thread-safe. */
+ * why when the decision itself refused the request. For MEMTIER_TARGET_CUDA,
+ * out->path is MEMTIER_PATH_HBM, _CACHE, _GDS or _STAGED and the reason names
+ * the rule (threshold, alignment, GDS fallback remembered for the file, GDS
+ * unavailable and why, or not probed yet); dst is not inspected. A CPU target
+ * never initialises CUDA. Thread-safe. */
 MEMTIER_API int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                 uint64_t size, const void* dst, int target, uint32_t flags,
                                 memtier_decision_t* out);
 
-/* memtier_path_name: "cache", "buffered", "direct", "gds", "staged", "none" or
- * "unknown". Static, never NULL. */
+/* memtier_path_name: "cache", "buffered", "direct", "gds", "staged", "none",
+ * "hbm" or "unknown". Static, never NULL. */
 MEMTIER_API const char* memtier_path_name(int path);
+
+/* memtier_gpu_info: writes a few NUL-terminated lines "key: value" about the
+ * GPU side of ctx into buf (buf_size bytes, truncated to fit): "cuda:" whether
+ * the CUDA target is usable and why not (the dlopen or cuInit error), "gds:"
+ * the GPUDirect Storage state ("GDS not probed yet", "GDS available: <lib>",
+ * "GDS unavailable (<reason>): <why>"), "gds_mode:", "hbm:" (budget, device,
+ * resident bytes), "last_gds_fallback:" (path, reason key and error of the
+ * latest GDS fallback, or "none") and "build_tags:". Loads libcuda once per
+ * process to answer; never opens the cuFile driver. Returns MEMTIER_OK,
+ * MEMTIER_ERR_INVALID_ARG (NULL ctx or buf, buf_size 0), MEMTIER_ERR_CLOSED.
+ * Added in 0.2. Thread-safe. */
+MEMTIER_API int memtier_gpu_info(memtier_ctx_t* ctx, char* buf, size_t buf_size);
 
 /* ===================================================================== */
 /* Objects: tensors and chunks                                            */
@@ -366,15 +438,18 @@ typedef struct memtier_chunk {
  * one call. Chunks are sorted by offset; adjacent ones are coalesced into one
  * read (up to the task size, one preadv straight into their dsts), larger ones
  * are split into task-size pieces; the reads run in parallel on the context's
- * I/O workers. A run of adjacent chunks is not admitted into the DRAM cache
- * (a scan); a chunk read alone is admitted as memtier_load_tensor's would be;
- * chunks already in the cache are copied from it. Each chunk gets its own result; one bad chunk (past
+ * I/O workers. Chunks are read once (MEMTIER_READ_ONCE): bytes already in
+ * the DRAM cache are copied from it, the rest goes straight into the dsts and
+ * is not admitted (use memtier_prefetch or memtier_readv to keep hot chunks
+ * cached). Each chunk gets its own result; one bad chunk (past
  * EOF, NULL dst) does not affect the others. Nothing is staged beyond the
  * bounded in-flight memory (max_inflight_mib): the bytes go straight into the
  * callers' buffers. Overlapping chunks are allowed (each gets its bytes).
  * Returns MEMTIER_OK if every chunk succeeded, else the status of the failed
  * chunk with the lowest index; MEMTIER_ERR_INVALID_ARG for NULL ctx, path or
- * chunks with n > 0 (no chunk touched). Thread-safe. */
+ * chunks with n > 0 (no chunk touched). With MEMTIER_TARGET_CUDA every dst is
+ * device memory; the file is opened once and each chunk is read on its own
+ * (see memtier_read), io_threads at a time. Thread-safe. */
 MEMTIER_API int memtier_load_chunks(memtier_ctx_t* ctx, const char* path, memtier_chunk_t* chunks,
                                     size_t n, int target);
 
@@ -584,6 +659,28 @@ typedef struct memtier_stats {
     uint64_t files_opened;          /* descriptors opened                         */
     uint64_t files_evicted;         /* descriptors closed to respect the bound    */
     uint64_t stale_invalidations;   /* cached files found changed (re-read)       */
+    /* Added in 0.2: the GPU tier (target CUDA, prefetch TO_HBM). A CUDA read
+     * counts gds_* / staged_* for the bytes read from the file, cache_hit_*
+     * for bytes copied from the DRAM cache and hbm_hit_* for bytes copied from
+     * the HBM cache (never buffered_* / direct_*, which count CPU reads). */
+    uint64_t hbm_hit_requests;      /* CUDA reads served entirely from HBM cache  */
+    uint64_t hbm_hit_bytes;         /* bytes copied device to device from it      */
+    uint64_t hbm_inserted_bytes;    /* bytes written into the HBM cache           */
+    uint64_t hbm_evictions;         /* HBM blocks evicted to stay within budget   */
+    uint64_t hbm_resident_bytes;    /* bytes held by HBM cache blocks now         */
+    uint64_t hbm_budget_bytes;      /* configured HBM budget (0: tier off)        */
+    uint64_t gds_fallbacks;         /* GDS attempts that failed and were served   */
+                                    /* staged instead (memtier_gpu_info: why)     */
+    uint64_t h2d_bytes;             /* bytes copied host to device (staged reads, */
+                                    /* DRAM-cache hits, HBM fills)                */
+    uint64_t h2d_ns;                /* nanoseconds of those copies, file reads of */
+                                    /* the staged pipeline included: delivered    */
+                                    /* bandwidth = h2d_bytes / h2d_ns (GB/s)      */
+    uint64_t staged_read_ns;        /* nanoseconds the staged path spent reading  */
+                                    /* the file into pinned buffers, summed over  */
+                                    /* the staging lanes a large read runs on at  */
+                                    /* once (the rest of a lane's time is waiting */
+                                    /* for its copies to the device)              */
 } memtier_stats_t;
 
 /* memtier_stats: fills the whole of *st (the layout above, never reading it
@@ -595,8 +692,16 @@ MEMTIER_API int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st);
  * it to read fields added in later versions. */
 MEMTIER_API int memtier_stats_sized(memtier_ctx_t* ctx, memtier_stats_t* st, size_t st_size);
 
-/* memtier_stats_reset: sets every counter to 0 except cache_resident_bytes and
- * cache_budget_bytes, which describe state. Thread-safe. */
+/* Code compiled against this header fills every field of its memtier_stats_t:
+ * memtier_stats(ctx, st) is memtier_stats_sized(ctx, st,
+ * sizeof(memtier_stats_t)). The exported function of that name (what older
+ * binaries and dlopen/FFI callers reach) keeps writing the 0.1 layout (the
+ * fields up to stale_invalidations), so it never writes past an older struct. */
+#define memtier_stats(ctx, st) memtier_stats_sized((ctx), (st), sizeof(memtier_stats_t))
+
+/* memtier_stats_reset: sets every counter to 0 except cache_resident_bytes,
+ * cache_budget_bytes, hbm_resident_bytes and hbm_budget_bytes, which describe
+ * state. Thread-safe. */
 MEMTIER_API int memtier_stats_reset(memtier_ctx_t* ctx);
 
 /* ===================================================================== */

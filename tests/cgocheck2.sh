@@ -4,20 +4,35 @@
 # GO_CSHARED.md M3: rebuild libmemtier.so with GOEXPERIMENT=cgocheck2 (complete
 # checking of the cgo pointer-passing rules, not only the default sampled
 # checks) and run the C API tests, and optionally the core Python suite,
-# against it. A rule broken anywhere on those paths aborts the process.
+# against it. A rule broken anywhere on those paths aborts the process. In a
+# CUDA build the library gets the build's GPU tags and the GPU tests run too,
+# against the test double (<build>/gpu_double).
 set -euo pipefail
 build=$(cd "$1" && pwd -P)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 out="$build/cgocheck2"
 mkdir -p "$out"
+# The build's GPU tags (CMakeCache), so a CUDA build also checks the GPU paths
+# against the test double.
+tags=()
+gpu_tests=()
+if grep -q '^MEMTIER_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  t=memtier_cuda
+  grep -q '^MEMTIER_ENABLE_GDS:BOOL=ON' "$build/CMakeCache.txt" && t=$t,memtier_gds
+  tags=(-tags "$t")
+  gpu_tests=(test_gpu_staged test_gpu_hbm)
+  [[ $t == *gds* ]] && gpu_tests+=(test_gpu_gds)
+fi
 (cd "$root" && GOFLAGS=-buildvcs=false CGO_CFLAGS="-I$root/include" GOEXPERIMENT=cgocheck2 \
-  go build -buildmode=c-shared -trimpath -ldflags=-extldflags=-Wl,-soname,libmemtier.so \
+  go build "${tags[@]}" -buildmode=c-shared -trimpath -ldflags=-extldflags=-Wl,-soname,libmemtier.so \
   -o "$out/libmemtier.so" ./capi)
 fail=0
-for t in test_read_paths test_errors test_readv test_async test_threads test_stale test_misuse test_stats_exact; do
+for t in test_read_paths test_errors test_readv test_async test_threads test_stale test_misuse test_stats_exact \
+  ${gpu_tests[@]+"${gpu_tests[@]}"}; do
   exe="$build/tests/c/$t"
   [[ -x $exe ]] || { echo "cgocheck2: $t not built" >&2; fail=1; continue; }
-  if LD_LIBRARY_PATH="$out" "$exe" >"$out/$t.log" 2>&1; then
+  if LD_LIBRARY_PATH="$out" MEMTIER_CUDA_LIBRARY="$build/gpu_double/libcuda.so.1" \
+    MEMTIER_CUFILE_LIBRARY="$build/gpu_double/libcufile.so.0" "$exe" >"$out/$t.log" 2>&1; then
     echo "cgocheck2: $t passed"
   else
     echo "cgocheck2: $t FAILED (log: $out/$t.log)"; tail -20 "$out/$t.log"; fail=1

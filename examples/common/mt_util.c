@@ -1059,6 +1059,7 @@ const char* mt_status_name(int status) {
     case MEMTIER_ERR_INTERNAL: return "MEMTIER_ERR_INTERNAL";
     case MEMTIER_ERR_FORKED: return "MEMTIER_ERR_FORKED";
     case MEMTIER_ERR_DIRECT_IO: return "MEMTIER_ERR_DIRECT_IO";
+    case MEMTIER_ERR_NOT_REGULAR: return "MEMTIER_ERR_NOT_REGULAR";
     default: return "unknown status";
     }
 }
@@ -1080,7 +1081,9 @@ void mt_print_banner(const char* prog) {
     C(prefetch_requests) C(prefetch_bytes) C(readv_calls) C(coalesced_reads)               \
     C(storage_bytes) C(direct_fallbacks) C(bounce_bytes) C(eintr_retries)                  \
     C(short_read_retries) C(async_requests) C(errors) C(files_opened) C(files_evicted)     \
-    C(stale_invalidations)
+    C(stale_invalidations) C(hbm_hit_requests) C(hbm_hit_bytes) C(hbm_inserted_bytes)      \
+    C(hbm_evictions) S(hbm_resident_bytes) S(hbm_budget_bytes) C(gds_fallbacks)            \
+    C(h2d_bytes) C(h2d_ns) C(staged_read_ns)
 
 void mt_stats_print(FILE* f, const char* indent, const memtier_stats_t* st) {
     int col = 0;

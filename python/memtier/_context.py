@@ -77,6 +77,9 @@ CONFIG_KEYS = (
     "max_inflight_mib",
     "small_io_depth",
     "path_recheck_ms",
+    "hbm_cache_bytes",
+    "gds_mode",
+    "hbm_device",
 )
 
 # ---------------------------------------------------------------------------
@@ -281,7 +284,7 @@ class Stats:
     """Counters of a context since it was created or :meth:`Context.reset_stats`.
 
     Every field of ``memtier_stats_t`` with the same name; ``*_bytes`` are
-    bytes, the others counts. A read larger than :data:`CHUNK_BYTES` counts as
+    bytes, ``*_ns`` nanoseconds, the others counts. A read larger than :data:`CHUNK_BYTES` counts as
     one request per piece.
     """
 
@@ -317,6 +320,16 @@ class Stats:
     files_opened: int
     files_evicted: int
     stale_invalidations: int
+    hbm_hit_requests: int
+    hbm_hit_bytes: int
+    hbm_inserted_bytes: int
+    hbm_evictions: int
+    hbm_resident_bytes: int
+    hbm_budget_bytes: int
+    gds_fallbacks: int
+    h2d_bytes: int
+    h2d_ns: int
+    staged_read_ns: int
 
     def as_dict(self) -> Dict[str, int]:
         """The counters as a plain dict."""
@@ -586,7 +599,8 @@ class Context:
         rt = _ffi.runtime()
         ffi, lib = rt.ffi, rt.lib
         cfg = ffi.new("memtier_config_t *")
-        _check(lib.memtier_config_default(cfg), "memtier.Context: memtier_config_default")
+        _check(lib.memtier_config_default_sized(cfg, ffi.sizeof("memtier_config_t")),
+               "memtier.Context: memtier_config_default")
         for key, value in settings.items():
             if value is None:
                 continue
@@ -1051,7 +1065,7 @@ class Context:
         """Counters since creation or :meth:`reset_stats` (a frozen :class:`Stats`)."""
         h = self._handle()
         st = self._ffi.new("memtier_stats_t *")
-        _check(self._lib.memtier_stats(h, st), "memtier.stats")
+        _check(self._lib.memtier_stats_sized(h, st, self._ffi.sizeof("memtier_stats_t")), "memtier.stats")
         return Stats(*[getattr(st, name) for name in STATS_FIELDS])
 
     def reset_stats(self) -> None:

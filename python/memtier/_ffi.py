@@ -85,6 +85,11 @@ typedef struct memtier_request memtier_request_t;
 #define MEMTIER_PATH_GDS 3
 #define MEMTIER_PATH_STAGED 4
 #define MEMTIER_PATH_NONE 5
+#define MEMTIER_PATH_HBM 6
+
+#define MEMTIER_GDS_AUTO 0
+#define MEMTIER_GDS_OFF 1
+#define MEMTIER_GDS_REQUIRED 2
 
 typedef struct memtier_config {
     uint32_t struct_size;
@@ -103,6 +108,9 @@ typedef struct memtier_config {
     uint32_t small_io_depth;
     int32_t path_recheck_ms;
     uint32_t reserved0;
+    uint64_t hbm_cache_bytes;
+    int32_t gds_mode;
+    int32_t hbm_device;
 } memtier_config_t;
 
 int memtier_config_default(memtier_config_t* cfg);
@@ -163,6 +171,7 @@ int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                     uint64_t size, const void* dst, int target, uint32_t flags,
                     memtier_decision_t* out);
 const char* memtier_path_name(int path);
+int memtier_gpu_info(memtier_ctx_t* ctx, char* buf, size_t buf_size);
 
 int memtier_load_tensor(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                         uint64_t nbytes, void* dst, int target);
@@ -258,6 +267,16 @@ typedef struct memtier_stats {
     uint64_t files_opened;
     uint64_t files_evicted;
     uint64_t stale_invalidations;
+    uint64_t hbm_hit_requests;
+    uint64_t hbm_hit_bytes;
+    uint64_t hbm_inserted_bytes;
+    uint64_t hbm_evictions;
+    uint64_t hbm_resident_bytes;
+    uint64_t hbm_budget_bytes;
+    uint64_t gds_fallbacks;
+    uint64_t h2d_bytes;
+    uint64_t h2d_ns;
+    uint64_t staged_read_ns;
 } memtier_stats_t;
 
 int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st);

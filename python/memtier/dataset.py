@@ -10,17 +10,14 @@ tensors, or numpy arrays when torch is absent or ``MEMTIER_PY_FORCE_NO_TORCH=1``
 
 from __future__ import annotations
 
-import operator
 import os
 import stat as _stat
-import sys
-import threading
-import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _dtypes, _errors, _index
+from . import _dtypes, _errors, _index, _samples
+from ._samples import _pread_full
 
 __all__ = ["MemTierDataset"]
 
@@ -33,97 +30,19 @@ if _torch is not None:
 else:
     _Base = object
 
-# Per-process state inherited through fork() is parked here, never closed or
-# collected in the child: closing a Context would run its finalizer in a
-# process where the Go runtime is unusable.
-_inherited: List["_ProcState"] = []
-_warned_pid: Optional[int] = None
-_warn_lock = threading.Lock()
 
+class _ProcState(_samples._ProcState):
+    """What one process uses to read: its own Context, or the pread fallback
+    on its own descriptor, and its pool of batch buffers."""
 
-def _reset_after_fork() -> None:
-    global _warn_lock
-    _warn_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-class _ProcState:
-    """What one process uses to read: its own Context, or the pread fallback,
-    and its pool of batch buffers."""
-
-    __slots__ = ("pid", "ctx", "fd", "fallback_reads", "pool")
+    __slots__ = ("fd",)
 
     def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.ctx: Any = None
+        super().__init__(pid)
         self.fd = -1
-        self.fallback_reads = 0
-        self.pool = _BufferPool()
 
 
-class _BufferPool:
-    """Batch buffers reused only once nothing references them any more.
-
-    Every sample of a batch is a view of its batch buffer, and each view (numpy
-    base, or the ndarray a torch tensor from ``torch.from_numpy`` keeps) holds a
-    reference to it. A pooled buffer whose reference count is back to the
-    pool's own reference is therefore unreachable from any sample, and a new
-    batch may overwrite it; any buffer still referenced is left alone. Reuse
-    saves the page faults of a fresh multi-MiB allocation per batch.
-    """
-
-    KEEP = 3  # buffers kept: the batch in use, the one being fetched, one spare
-    MAX_BYTES = 256 << 20  # larger batches get a fresh buffer every time
-
-    def __init__(self) -> None:
-        self.bufs: List[np.ndarray] = []
-        self.lock = threading.Lock()
-
-    def get(self, n: int) -> np.ndarray:
-        """A view of exactly n bytes of a uint8 buffer nothing else references.
-
-        The view is made under the lock, so a concurrent caller already sees
-        the buffer as referenced."""
-        if n > self.MAX_BYTES:
-            return np.empty(n, dtype=np.uint8)
-        with self.lock:
-            free = -1
-            for i in range(len(self.bufs)):  # not enumerate(): its cached tuple holds a reference
-                b = self.bufs[i]
-                if sys.getrefcount(b) <= 3:  # self.bufs, b, getrefcount's argument
-                    if b.shape[0] >= n:
-                        return b[:n]
-                    free = i
-            b = np.empty(min(self.MAX_BYTES, n + (n >> 2) + 65535) & ~65535, dtype=np.uint8)
-            if free >= 0:
-                self.bufs[free] = b  # replace a free buffer that is too small
-            elif len(self.bufs) < self.KEEP:
-                self.bufs.append(b)
-            return b[:n]
-
-
-def _warn_fallback(data_file: str, err: BaseException) -> None:
-    global _warned_pid
-    with _warn_lock:
-        if _warned_pid == os.getpid():
-            return
-        _warned_pid = os.getpid()
-    warnings.warn(
-        "MemTierDataset: this process was forked from one that had already loaded "
-        "libmemtier.so, whose Go runtime does not survive fork(); samples of %s are "
-        "read with plain os.pread in this process instead (correct, but without "
-        "MemTier's batching and cache). To read through MemTier, create the DataLoader "
-        "with multiprocessing_context=\"spawn\" or \"forkserver\", or do not use MemTier "
-        "in the parent before its workers start. (%s)" % (data_file, err),
-        RuntimeWarning,
-        stacklevel=4,
-    )
-
-
-class MemTierDataset(_Base):  # type: ignore[misc, valid-type]
+class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[misc, valid-type]
     """Map-style dataset of byte-range samples of one data file, read by MemTier.
 
     Parameters
@@ -223,18 +142,7 @@ class MemTierDataset(_Base):  # type: ignore[misc, valid-type]
             )
         if t != "cpu":
             raise ValueError("MemTierDataset: unknown target %r (want \"cpu\")" % (target,))
-        if transform is not None and not callable(transform):
-            raise TypeError("transform must be callable, got %r" % (transform,))
-        opts: Dict[str, Any] = {}
-        if context_options is not None:
-            if not isinstance(context_options, Mapping):
-                raise TypeError("context_options must be a mapping, got %s" % type(context_options).__name__)
-            from ._context import CONFIG_KEYS  # importing loads no library
-
-            unknown = sorted(str(k) for k in context_options if k not in CONFIG_KEYS)
-            if unknown:
-                raise TypeError("unknown context_options key(s) %s; valid: %s" % (unknown, list(CONFIG_KEYS)))
-            opts = dict(context_options)
+        opts = _samples._check_options(transform, context_options)
         self._index_file = os.path.abspath(os.fspath(index_file))
         self._data_file = os.path.abspath(os.fspath(data_file))
         st = os.stat(self._data_file)
@@ -245,11 +153,7 @@ class MemTierDataset(_Base):  # type: ignore[misc, valid-type]
         self._ranges.setflags(write=False)
         self._target = "cpu"
         self.transform = transform
-        self._context_options = opts
-        self._fork_fallback = bool(fork_fallback)
-        self._proc: Optional[_ProcState] = None
-        self._lock = threading.Lock()
-        self._lock_pid = os.getpid()
+        self._init_proc(opts, fork_fallback)
 
     # ------------------------------------------------------------ properties
 
@@ -279,19 +183,10 @@ class MemTierDataset(_Base):  # type: ignore[misc, valid-type]
         return self._ranges
 
     @property
-    def io_path(self) -> Optional[str]:
-        """How this process reads: ``"memtier"``, ``"pread"`` (fork fallback), or
-        None before its first read."""
-        st = self._proc
-        if st is None or st.pid != os.getpid():
-            return None
-        return "memtier" if st.ctx is not None else "pread"
-
-    @property
     def fallback_reads(self) -> int:
         """Non-empty samples this process read with the ``os.pread`` fork fallback."""
-        st = self._proc
-        return st.fallback_reads if st is not None and st.pid == os.getpid() else 0
+        st = self._mine()
+        return st.fallback_reads if st is not None else 0
 
     def __len__(self) -> int:
         return int(self._ranges.shape[0])
@@ -304,79 +199,36 @@ class MemTierDataset(_Base):  # type: ignore[misc, valid-type]
             self._target,
         )
 
-    # ------------------------------------------------------------- pickling
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_proc"] = None  # a Context or fd belongs to one process
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._proc = None
-        self._lock = threading.Lock()
-        self._lock_pid = os.getpid()
-
     # ------------------------------------------------------- process state
 
-    def _state(self) -> _ProcState:
-        st = self._proc
-        pid = os.getpid()
-        if st is not None and st.pid == pid:
-            return st
-        if self._lock_pid != pid:  # a forked child: the inherited lock may be held forever
-            self._lock, self._lock_pid = threading.Lock(), pid
-        with self._lock:
-            st = self._proc
-            if st is not None and st.pid == pid:
-                return st
-            if st is not None:  # inherited through fork(): park it, never touch it
-                _inherited.append(st)
-            st = _ProcState(pid)
-            try:
-                from ._context import Context
+    _NAME = "MemTierDataset"
+    _STATE = _ProcState
+    _FORK_ADVICE = "don't use MemTier in the parent before forking, "
 
-                st.ctx = Context(self._context_options)
-            except _errors.ForkError as e:
-                if not self._fork_fallback:
-                    raise _errors.make_error(
-                        _errors.ERR_FORKED,
-                        "MemTierDataset: cannot read in this process (pid %d): it was forked "
-                        "after its parent loaded libmemtier.so" % pid,
-                        hint="create the DataLoader with multiprocessing_context=\"spawn\" or "
-                        "\"forkserver\", don't use MemTier in the parent before forking, or "
-                        "build the dataset with fork_fallback=True to read with os.pread",
-                    ) from e
-                st.fd = os.open(self._data_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                _warn_fallback(self._data_file, e)
-            self._proc = st
-            return st
+    def _start_fallback(self, st: _ProcState) -> None:
+        st.fd = _samples._open_rdonly(self._data_file)
+
+    def _fallback_message(self, err: BaseException) -> str:
+        return (
+            "MemTierDataset: this process was forked from one that had already loaded "
+            "libmemtier.so, whose Go runtime does not survive fork(); samples of %s are "
+            "read with plain os.pread in this process instead (correct, but without "
+            "MemTier's batching and cache). To read through MemTier, create the DataLoader "
+            "with multiprocessing_context=\"spawn\" or \"forkserver\", or do not use MemTier "
+            "in the parent before its workers start. (%s)" % (self._data_file, err)
+        )
 
     def close(self) -> None:
         """Release this process's Context or file descriptor (the next read makes new ones)."""
-        st = self._proc
-        if st is None or st.pid != os.getpid():
+        st = self._take_state()
+        if st is None:
             return
-        self._proc = None
         if st.ctx is not None:
             st.ctx.close()
         if st.fd >= 0:
             os.close(st.fd)
 
     # --------------------------------------------------------------- reads
-
-    def _norm_index(self, i: Any) -> int:
-        try:
-            k = operator.index(i)
-        except TypeError:
-            raise TypeError("MemTierDataset indices must be integers, not %s" % type(i).__name__) from None
-        n = self._ranges.shape[0]
-        if k < 0:
-            k += n
-        if not 0 <= k < n:
-            raise IndexError("MemTierDataset index %d out of range for %d samples" % (operator.index(i), n))
-        return k
 
     def _wrap(self, arr: np.ndarray) -> Any:
         return _torch.from_numpy(arr) if _torch is not None else arr
@@ -454,18 +306,3 @@ class MemTierDataset(_Base):  # type: ignore[misc, valid-type]
             samples = [self.transform(s) for s in samples]
         return samples
 
-
-def _pread_full(fd: int, mv: memoryview, off: int, path: str) -> None:
-    """Fill ``mv`` from ``fd`` at ``off`` with os.preadv, or raise EndOfFileError."""
-    pos, n = 0, len(mv)
-    while pos < n:
-        got = os.preadv(fd, [mv[pos:]], off + pos)
-        if got == 0:
-            raise _errors.make_error(
-                _errors.ERR_EOF,
-                "MemTierDataset: read %s at offset %d, %d bytes" % (path, off, n),
-                "the file ends after %d of them (was it truncated?)" % pos,
-                strerror="read past end of file",
-                filename=path,
-            )
-        pos += got

@@ -56,6 +56,7 @@ thread is using it.
 
 from __future__ import annotations
 
+import mmap
 import operator
 import os
 import threading
@@ -170,9 +171,8 @@ def _alloc_all(infos: List["TensorInfo"], torch: Any) -> List[Tuple[Any, int]]:
     The library then reads the checkpoint as one range split into parallel
     tasks, and a cold load goes O_DIRECT straight into the buffer (no bounce
     copy): memtier_safetensors_load_all merges destinations that are adjacent
-    in the file and in memory. One large numpy allocation is also far cheaper
-    than one allocation per tensor (it is backed by transparent huge pages
-    where the kernel allows). The tensors are views that keep the buffer
+    in the file and in memory. One allocation is also cheaper than one per
+    tensor. The tensors are views that keep the buffer
     alive; it is freed when the last of them is. A tensor whose file offset is
     not a multiple of its element size (legal, rare) gets its own allocation
     so no tensor is misaligned.
@@ -185,8 +185,14 @@ def _alloc_all(infos: List["TensorInfo"], torch: Any) -> List[Tuple[Any, int]]:
         return [_alloc(i, torch) for i in infos]
     lo = live[0].offset
     span = live[-1].offset + live[-1].nbytes - lo
-    buf = np.empty(span + _PAGE, dtype=np.uint8)
-    shift = (lo - buf.__array_interface__["data"][0]) % _PAGE
+    # An anonymous mapping, not np.empty: numpy asks for transparent huge
+    # pages on large arrays, and with the common THP "defrag=madvise" setting
+    # each first touch may stall in memory compaction; measured on a 0.8 GB
+    # checkpoint in fresh processes, 0.95-1.67 s against 0.62-0.83 s here.
+    # The mapping is page-aligned and freed when the last tensor view dies.
+    mem = mmap.mmap(-1, span + _PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    buf = np.frombuffer(mem, dtype=np.uint8)
+    shift = lo % _PAGE
     region = buf[shift:shift + span]
     base = region.__array_interface__["data"][0]
     for info in infos:

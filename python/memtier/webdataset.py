@@ -22,19 +22,17 @@ batch (adjacent members coalesced, the rest read in parallel).
 
 from __future__ import annotations
 
-import operator
 import os
 import re
 import stat as _stat
 import threading
-import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _dtypes, _errors
-from .dataset import _BufferPool, _inherited, _pread_full
+from . import _dtypes, _errors, _samples
+from ._samples import _pread_full
 
 __all__ = ["TarShardDataset", "base_plus_ext"]
 
@@ -46,8 +44,6 @@ _Base: Any = _torch.utils.data.Dataset if _torch is not None else object
 _BASE_PLUS_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$", re.S)
 _SKIP_META = re.compile(r"__[^/]*__($|/)")
 _RESERVED = ("__key__", "__url__")
-
-_warned_pid: Optional[int] = None
 
 
 def base_plus_ext(path: str) -> Tuple[Optional[str], Optional[str]]:
@@ -83,39 +79,19 @@ class _Shard:
         self.fin = weakref.finalize(self, _close_ds, ctx._lib, self.h, ctx._pid, ctx)
 
 
-class _ProcState:
+class _ProcState(_samples._ProcState):
     """What one process reads with: a Context and open shards, or the pread fallback."""
 
-    __slots__ = ("pid", "ctx", "shards", "fds", "fallback_reads", "pool", "lock")
+    __slots__ = ("shards", "fds", "lock")
 
     def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.ctx: Any = None
+        super().__init__(pid)
         self.shards: Dict[int, _Shard] = {}
         self.fds: Dict[int, int] = {}
-        self.fallback_reads = 0
-        self.pool = _BufferPool()
         self.lock = threading.Lock()
 
 
-def _warn_fallback(shard: str, err: BaseException) -> None:
-    global _warned_pid
-    if _warned_pid == os.getpid():
-        return
-    _warned_pid = os.getpid()
-    warnings.warn(
-        "TarShardDataset: this process was forked from one that had already loaded "
-        "libmemtier.so (building a TarShardDataset does), whose Go runtime does not survive "
-        "fork(); members of %s and the other shards are read with plain os.pread in this "
-        "process instead (correct, but without MemTier's batching and cache). To read through "
-        "MemTier, create the DataLoader with multiprocessing_context=\"spawn\" or "
-        "\"forkserver\". (%s)" % (shard, err),
-        RuntimeWarning,
-        stacklevel=4,
-    )
-
-
-class TarShardDataset(_Base):  # type: ignore[misc, valid-type]
+class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[misc, valid-type]
     """Map-style dataset of the WebDataset samples of one or more tar shards.
 
     Parameters
@@ -198,29 +174,14 @@ class TarShardDataset(_Base):  # type: ignore[misc, valid-type]
         for u in shards:
             if not isinstance(u, (str, os.PathLike)):
                 raise TypeError("TarShardDataset: shard paths must be str or os.PathLike, got %r" % (u,))
-        if transform is not None and not callable(transform):
-            raise TypeError("transform must be callable, got %r" % (transform,))
-        opts: Dict[str, Any] = {}
-        if context_options is not None:
-            if not isinstance(context_options, Mapping):
-                raise TypeError("context_options must be a mapping, got %s" % type(context_options).__name__)
-            from ._context import CONFIG_KEYS
-
-            unknown = sorted(str(k) for k in context_options if k not in CONFIG_KEYS)
-            if unknown:
-                raise TypeError("unknown context_options key(s) %s; valid: %s" % (unknown, list(CONFIG_KEYS)))
-            opts = dict(context_options)
+        opts = _samples._check_options(transform, context_options)
         self._urls = [os.fspath(u) for u in shards]
         self._paths = [os.path.abspath(u) for u in self._urls]
         for p in self._paths:
             if _stat.S_ISDIR(os.stat(p).st_mode):
                 raise IsADirectoryError(21, "TarShardDataset: shard is a directory", p)
         self.transform = transform
-        self._context_options = opts
-        self._fork_fallback = bool(fork_fallback)
-        self._proc: Optional[_ProcState] = None
-        self._lock = threading.Lock()
-        self._lock_pid = os.getpid()
+        self._init_proc(opts, fork_fallback)
         self._build_index()
 
     # ------------------------------------------------------------- indexing
@@ -312,18 +273,10 @@ class TarShardDataset(_Base):  # type: ignore[misc, valid-type]
         return len(self._m_ext)
 
     @property
-    def io_path(self) -> Optional[str]:
-        """How this process reads: ``"memtier"``, ``"pread"`` (fork fallback), or None before its first read."""
-        st = self._proc
-        if st is None or st.pid != os.getpid():
-            return None
-        return "memtier" if st.ctx is not None else "pread"
-
-    @property
     def fallback_reads(self) -> int:
         """Members this process read with the ``os.pread`` fork fallback."""
-        st = self._proc
-        return st.fallback_reads if st is not None and st.pid == os.getpid() else 0
+        st = self._mine()
+        return st.fallback_reads if st is not None else 0
 
     def key(self, i: int) -> str:
         """The ``__key__`` of sample ``i`` (no read)."""
@@ -338,80 +291,37 @@ class TarShardDataset(_Base):  # type: ignore[misc, valid-type]
 
     # ------------------------------------------------------------- pickling
 
-    def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_proc"] = None  # a Context and its handles belong to one process
-        del state["_lock"]
-        return state
-
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._proc = None
-        self._lock = threading.Lock()
-        self._lock_pid = os.getpid()
+        super().__setstate__(state)
         for a in (self._m_shard, self._m_idx, self._m_off, self._m_size, self._s_start, self._s_shard):
             a.setflags(write=False)
 
     # ------------------------------------------------------- process state
 
-    def _state(self) -> _ProcState:
-        st = self._proc
-        pid = os.getpid()
-        if st is not None and st.pid == pid:
-            return st
-        if self._lock_pid != pid:  # a forked child: the inherited lock may be held forever
-            self._lock, self._lock_pid = threading.Lock(), pid
-        with self._lock:
-            st = self._proc
-            if st is not None and st.pid == pid:
-                return st
-            if st is not None:  # inherited through fork(): park it, never touch it
-                _inherited.append(st)
-            st = _ProcState(pid)
-            try:
-                from ._context import Context
+    _NAME = "TarShardDataset"
+    _STATE = _ProcState
 
-                st.ctx = Context(self._context_options)
-            except _errors.ForkError as e:
-                if not self._fork_fallback:
-                    raise _errors.make_error(
-                        _errors.ERR_FORKED,
-                        "TarShardDataset: cannot read in this process (pid %d): it was forked "
-                        "after its parent loaded libmemtier.so" % pid,
-                        hint="create the DataLoader with multiprocessing_context=\"spawn\" or "
-                        "\"forkserver\", or build the dataset with fork_fallback=True to read "
-                        "with os.pread",
-                    ) from e
-                _warn_fallback(self._urls[0], e)
-            self._proc = st
-            return st
+    def _fallback_message(self, err: BaseException) -> str:
+        return (
+            "TarShardDataset: this process was forked from one that had already loaded "
+            "libmemtier.so (building a TarShardDataset does), whose Go runtime does not survive "
+            "fork(); members of %s and the other shards are read with plain os.pread in this "
+            "process instead (correct, but without MemTier's batching and cache). To read through "
+            "MemTier, create the DataLoader with multiprocessing_context=\"spawn\" or "
+            "\"forkserver\". (%s)" % (self._urls[0], err)
+        )
 
     def _shard(self, st: _ProcState, s: int) -> _Shard:
-        sh = st.shards.get(s)
-        if sh is None:
-            with st.lock:
-                sh = st.shards.get(s)
-                if sh is None:
-                    sh = _Shard(st.ctx, self._paths[s])
-                    st.shards[s] = sh
-        return sh
+        return _samples._once(st.shards, st.lock, s, _Shard, st.ctx, self._paths[s])
 
     def _fd(self, st: _ProcState, s: int) -> int:
-        fd = st.fds.get(s)
-        if fd is None:
-            with st.lock:
-                fd = st.fds.get(s)
-                if fd is None:
-                    fd = os.open(self._paths[s], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                    st.fds[s] = fd
-        return fd
+        return _samples._once(st.fds, st.lock, s, _samples._open_rdonly, self._paths[s])
 
     def close(self) -> None:
         """Release this process's Context, shard handles and descriptors (the next read makes new ones)."""
-        st = self._proc
-        if st is None or st.pid != os.getpid():
+        st = self._take_state()
+        if st is None:
             return
-        self._proc = None
         for sh in st.shards.values():
             sh.fin()
         st.shards.clear()
@@ -422,18 +332,6 @@ class TarShardDataset(_Base):  # type: ignore[misc, valid-type]
         st.fds.clear()
 
     # --------------------------------------------------------------- reads
-
-    def _norm_index(self, i: Any) -> int:
-        try:
-            k = operator.index(i)
-        except TypeError:
-            raise TypeError("TarShardDataset indices must be integers, not %s" % type(i).__name__) from None
-        n = len(self._s_key)
-        if k < 0:
-            k += n
-        if not 0 <= k < n:
-            raise IndexError("TarShardDataset index %d out of range for %d samples" % (operator.index(i), n))
-        return k
 
     def __getitem__(self, i: Any) -> Any:
         return self._read([self._norm_index(i)])[0]

@@ -23,13 +23,16 @@ func (l *chunkLoad) serveUnit(f *files.File, u *chunkUnit) {
 }
 
 // serveOne serves a chunk of at most one task on its own, as memtier_read
-// would with the chunk's hints: through the DRAM cache when it is admitted.
-// Isolated chunks are random accesses (RAG chunks, KV blocks) that may be
-// read again, so they are cached as readv elements are.
+// would with READ_ONCE: bytes already in the DRAM cache are copied from it,
+// the rest is read straight into the destination and not admitted. Staging a
+// chunk through cache blocks costs a second copy of every byte and evicts
+// what prefetch put there; measured on 100k random 4-64 KiB chunks that made
+// load_chunks slower than a Python pread loop. Hot chunks belong in the cache
+// through memtier_prefetch or memtier_readv, which admit.
 func (l *chunkLoad) serveOne(f *files.File, i int) {
 	e := &l.ch[i]
 	s, err := guarded(func() (served, error) {
-		return l.c.serve(f, e.Off, e.Size, e.Dst[:e.Size], l.c.chunkFlags(e.Size), false)
+		return l.c.serve(f, e.Off, e.Size, e.Dst[:e.Size], policy.ReadOnce, false)
 	})
 	if err != nil {
 		l.fail(i, err)

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -247,9 +248,14 @@ func (c *Context) fileFallback(f *files.File) string {
 // gdsUnavailable is why GDS cannot run ("" when it can or was not probed).
 func (c *Context) gdsUnavailable() string {
 	if e := c.gpu.gdsErr.Load(); e != nil {
-		return "GDS unavailable (" + e.Reason() + "): " + e.Error()
+		return gdsUnavailableText(e)
 	}
 	return ""
+}
+
+// gdsUnavailableText: "GDS unavailable (<reason key>): <why>".
+func gdsUnavailableText(e *gpu.Error) string {
+	return "GDS unavailable (" + e.Reason() + "): " + strings.TrimPrefix(e.Error(), "GDS unavailable: ")
 }
 
 func (c *Context) gpuPolicy() policy.GPUConfig {
@@ -426,7 +432,7 @@ func (c *Context) gdsRead(f *files.File, off, size uint64, dst uintptr) (s gpuSe
 	if gerr != nil {
 		if required {
 			return s, false, errs.At(errs.Unsupported, "read", f.Path, int64(off),
-				"gds_mode REQUIRED but GDS is unavailable: %v", gerr)
+				"gds_mode REQUIRED but %s", gdsUnavailableText(gerr))
 		}
 		c.noteFallback(f, gerr.Reason(), gerr, false)
 		return s, true, nil
@@ -721,7 +727,7 @@ func (c *Context) GPUInfo() (string, error) {
 	modes := map[int]string{policy.GDSAuto: "auto", policy.GDSOff: "off", policy.GDSRequired: "required"}
 	gds := gpu.GDSReason()
 	if e := c.gpu.gdsErr.Load(); e != nil {
-		gds = "GDS unavailable (" + e.Reason() + "): " + e.Error()
+		gds = gdsUnavailableText(e)
 	}
 	hbm := "off (hbm_cache_bytes is 0)"
 	if c.opts.HBMCacheBytes > 0 {
@@ -748,6 +754,10 @@ func checkGDSRequired(o config.Options) error {
 		return nil
 	}
 	if _, err := gpu.OpenGDS(nil); err != nil {
+		var ge *gpu.Error
+		if errors.As(err, &ge) {
+			return errs.New(errs.Unsupported, "memtier_init", "gds_mode REQUIRED but %s", gdsUnavailableText(ge))
+		}
 		return errs.New(errs.Unsupported, "memtier_init", "gds_mode REQUIRED but GDS is unavailable: %v", err)
 	}
 	return nil

@@ -47,7 +47,12 @@ ABI_CHECK(cfg_inflight, offsetof(memtier_config_t, max_inflight_mib) == 72);
 ABI_CHECK(cfg_small_io, offsetof(memtier_config_t, small_io_depth) == 76);
 ABI_CHECK(cfg_recheck, offsetof(memtier_config_t, path_recheck_ms) == 80);
 ABI_CHECK(cfg_reserved0, offsetof(memtier_config_t, reserved0) == 84);
-ABI_CHECK(cfg_size, sizeof(memtier_config_t) >= 88);
+ABI_CHECK(cfg_hbm_bytes, offsetof(memtier_config_t, hbm_cache_bytes) == 88); /* added after 0.1 */
+ABI_CHECK(cfg_gds_mode, offsetof(memtier_config_t, gds_mode) == 96);
+ABI_CHECK(cfg_hbm_device, offsetof(memtier_config_t, hbm_device) == 100);
+ABI_CHECK(cfg_size, sizeof(memtier_config_t) >= 104);
+ABI_CHECK(gds_modes, MEMTIER_GDS_AUTO == 0 && MEMTIER_GDS_OFF == 1 && MEMTIER_GDS_REQUIRED == 2);
+ABI_CHECK(path_hbm, MEMTIER_PATH_HBM == 6 && MEMTIER_PATH_NONE == 5);
 
 ABI_CHECK(iov_offset, offsetof(memtier_iovec_t, offset) == 0);
 ABI_CHECK(iov_size, offsetof(memtier_iovec_t, size) == 8);
@@ -67,7 +72,8 @@ ABI_CHECK(dec_tasks, offsetof(memtier_decision_t, tasks) == 24);
 ABI_CHECK(dec_reason, offsetof(memtier_decision_t, reason) == 32);
 ABI_CHECK(dec_reason_len, sizeof(((memtier_decision_t*)0)->reason) == 256);
 
-/* memtier_stats_t: 32 uint64 counters in this order, appended only. */
+/* memtier_stats_t: 32 uint64 counters of 0.1 in this order, then the GPU-tier
+ * ones, appended only. */
 ABI_CHECK(st_requests, offsetof(memtier_stats_t, requests) == 0 * 8);
 ABI_CHECK(st_cache_hit_requests, offsetof(memtier_stats_t, cache_hit_requests) == 2 * 8);
 ABI_CHECK(st_direct_requests, offsetof(memtier_stats_t, direct_requests) == 6 * 8);
@@ -82,7 +88,12 @@ ABI_CHECK(st_fallbacks, offsetof(memtier_stats_t, direct_fallbacks) == 23 * 8);
 ABI_CHECK(st_eintr, offsetof(memtier_stats_t, eintr_retries) == 25 * 8);
 ABI_CHECK(st_errors, offsetof(memtier_stats_t, errors) == 28 * 8);
 ABI_CHECK(st_stale, offsetof(memtier_stats_t, stale_invalidations) == 31 * 8);
-ABI_CHECK(st_size, sizeof(memtier_stats_t) >= 32 * 8);
+ABI_CHECK(st_hbm_hit_requests, offsetof(memtier_stats_t, hbm_hit_requests) == 32 * 8); /* added after 0.1 */
+ABI_CHECK(st_hbm_resident, offsetof(memtier_stats_t, hbm_resident_bytes) == 36 * 8);
+ABI_CHECK(st_gds_fallbacks, offsetof(memtier_stats_t, gds_fallbacks) == 38 * 8);
+ABI_CHECK(st_h2d_bytes, offsetof(memtier_stats_t, h2d_bytes) == 39 * 8);
+ABI_CHECK(st_staged_read_ns, offsetof(memtier_stats_t, staged_read_ns) == 41 * 8);
+ABI_CHECK(st_size, sizeof(memtier_stats_t) >= 42 * 8);
 
 int main(void) {
     const char* v = memtier_version();

