@@ -620,3 +620,42 @@ def test_peak_memory_is_the_tensors(tmp_path, run_py, framework, has_torch):
     assert r.returncode == 0, r.stderr
     grew = int(r.stdout.strip().splitlines()[-1])
     assert grew < size * 1.15 + (16 << 20), f"peak RSS grew {grew} bytes for a {size}-byte checkpoint"
+
+
+def test_multi_gb_checkpoint_matches_safetensors_torch(tmp_path, torch):
+    """Issue 4: a generated checkpoint over 2 GiB with many tensors of mixed
+    dtypes (and a zero-element one) loads through load_file equal, tensor by
+    tensor, to safetensors.torch.load_file. Its tensors are large enough that
+    load_file reads the checkpoint as one range in task-size pieces (the path
+    a real model takes), across the 2 GiB mark."""
+    import safetensors.torch as st
+
+    free = os.statvfs(str(tmp_path))
+    if free.f_bavail * free.f_frsize < 6 << 30:
+        pytest.skip("needs 6 GiB free in the temp dir")
+    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.uint8]
+    if hasattr(torch, "float8_e4m3fn"):
+        dtypes.append(torch.float8_e4m3fn)
+    tensors = {}
+    total, k = 0, 0
+    while total < (2 << 30) + (64 << 20):
+        dt = dtypes[k % len(dtypes)]
+        rows = 1024 + 37 * k  # odd sizes: tensors do not start on page boundaries
+        nbytes = rows * 8192
+        # Cheap, position-dependent bytes (every byte differs from its neighbours'):
+        raw = (torch.arange(nbytes, dtype=torch.int64) * 2654435761 + k).to(torch.uint8)
+        tensors[f"layers.{k}.w"] = raw.view(dt).view(rows, -1)
+        total += nbytes
+        k += 1
+    tensors["empty"] = torch.empty((0, 7), dtype=torch.bfloat16)
+    path = str(tmp_path / "big.safetensors")
+    st.save_file(tensors, path, metadata={"format": "pt"})
+    del tensors
+    assert os.path.getsize(path) > 2 << 30
+    got = load_file(path)
+    ref = st.load_file(path)
+    assert list(got) == list(ref)
+    for name, r in ref.items():
+        t = got[name]
+        assert t.dtype == r.dtype and t.shape == r.shape, name
+        assert torch.equal(t.view(torch.uint8) if t.numel() else t, r.view(torch.uint8) if r.numel() else r), name
