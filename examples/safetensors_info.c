@@ -21,6 +21,7 @@
  * Exit 0 (OK), 1 (the file is malformed, a read or a check failed), 2 (usage).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,7 +173,7 @@ int main(int argc, char** argv) {
     if (npos == 0) {
         rc = self_test(ctx, batch);
     } else {
-        if (!mt_require_regular(pos[0], NULL)) mt_die("%s: cannot stat it", pos[0]);
+        if (!mt_require_regular(pos[0], NULL)) mt_die("%s: %s", pos[0], strerror(errno));
         rc = list_file(ctx, pos[0], checksum, batch, NULL, 0) < 0 ? 1 : 0;
     }
     mt_check(memtier_finalize(ctx), "memtier_finalize");

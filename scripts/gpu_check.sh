@@ -3,7 +3,7 @@
 #
 #   scripts/gpu_check.sh prepare [DIR]   HERE (Go, cmake, gcc, pip): build everything the GPU
 #                                        machine runs into DIR (default build-gpu, ignored by
-#                                        git), small enough to carry (~20 MiB; size printed)
+#                                        git), small enough to carry (~12 MiB; size printed)
 #   scripts/gpu_check.sh run [DIR]       THERE (no Go, no cmake needed): real-driver checks
 #                                        and the benchmark table; fits in ~8 minutes
 #   scripts/gpu_check.sh double [DIR]    HERE: the `run` steps against the GPU test double
@@ -44,7 +44,7 @@ dir=${dir#OUT=}
 rel() { [[ $1 == "$root"/* ]] && echo "${1#"$root"/}" || echo "$1"; }
 
 usage() {
-  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -104,11 +104,14 @@ t_start=$SECONDS
 budget=${GPU_CHECK_BUDGET:-450}
 deadline=$((SECONDS + budget))
 
-step() { # step NAME STATUS REASON
+t_step=$SECONDS
+nogpu=0 # set when `run` finds no GPU: every later step is skipped, not failed
+step() { # step NAME STATUS REASON; prints the step's own duration
   local name=$1 status=$2 reason=${3:-}
   results+=("$(printf '%-5s %-28s %s' "$status" "$name" "$reason")")
   [[ $status == FAIL ]] && fails=$((fails + 1))
-  printf '%s %s: %s (%ds)\n' "$status" "$name" "$reason" $((SECONDS - t_start))
+  printf '%s %s: %s (%ds)\n' "$status" "$name" "$reason" $((SECONDS - t_step))
+  t_step=$SECONDS
 }
 
 # run_step NAME TIMEOUT [--in DIR] CMD...: runs CMD (in DIR), PASS on 0, SKIP
@@ -119,6 +122,10 @@ run_step() {
   if [[ $1 == --in ]]; then
     wd=$2
     shift 2
+  fi
+  if [[ $nogpu == 1 ]]; then
+    step "$name" SKIP "not a GPU machine"
+    return 0
   fi
   local left=$((deadline - SECONDS))
   if ((left < 20)); then
@@ -219,6 +226,7 @@ checks() {
 
   if [[ $double == 0 ]] && ! command -v nvidia-smi >/dev/null && ! ldconfig -p 2>/dev/null | grep -q libcuda.so.1; then
     step "cuda driver" SKIP "no nvidia-smi and no libcuda.so.1: not a GPU machine (use 'double' here)"
+    nogpu=1
   fi
 
   # Go test binaries: the gpu package's byte tests, the engine's target-CUDA tests.
@@ -243,7 +251,9 @@ checks() {
   local blimit=$((deadline - SECONDS - 40)) # leave time for the Python step and the summary
   ((blimit > 300)) && blimit=300
   echo "---- bench_gpu_read --size=$size --repeat=$repeat --json (file in $bench_tmp; limit ${blimit}s)"
-  if ((blimit < 30)); then
+  if [[ $nogpu == 1 ]]; then
+    step "bench: bytes verified" SKIP "not a GPU machine"
+  elif ((blimit < 30)); then
     step "bench: bytes verified" SKIP "out of the time budget (GPU_CHECK_BUDGET=${budget}s)"
   elif TMPDIR=$bench_tmp timeout --kill-after=10 "$blimit" "$dir/bin/bench_gpu_read" --size="$size" \
     --repeat="$repeat" --json >"$json" 2>>"$results_dir/gpu_check.log"; then
@@ -285,8 +295,8 @@ checks() {
 
   # (c) Python + torch (examples/python/bench_gpu.py, when it exists).
   local pyb=$root/examples/python/bench_gpu.py
-  if [[ $double == 1 ]]; then
-    step "python: bench_gpu.py" SKIP "not run against the double"
+  if [[ $double == 1 || $nogpu == 1 ]]; then
+    step "python: bench_gpu.py" SKIP "needs a real GPU (not the double)"
   elif ! command -v python3 >/dev/null; then
     step "python: bench_gpu.py" SKIP "no python3"
   elif [[ ! -f $pyb ]]; then
