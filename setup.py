@@ -23,7 +23,13 @@ Environment knobs of the build:
 ``MEMTIER_GO``
     the ``go`` command to use (default: ``go`` on PATH, then /usr/local/go/bin/go).
 ``MEMTIER_GO_TAGS``
-    comma-separated Go build tags (``memtier_cuda``, ``memtier_gds``).
+    comma-separated Go build tags. Default (unset): ``memtier_cuda,memtier_gds``,
+    the CUDA target and GPUDirect Storage backends. They add no link-time
+    dependency: libcuda.so.1 and libcufile.so.0 are dlopen'ed at run time (names
+    overridable with ``MEMTIER_CUDA_LIBRARY`` / ``MEMTIER_CUFILE_LIBRARY``), so the
+    library still needs only libc and, on a machine without a GPU, a CUDA read
+    raises UnsupportedError saying why (``memtier.gpu_info()``). Set it empty
+    (``MEMTIER_GO_TAGS=``) for a CPU-only build.
 ``MEMTIER_PREBUILT_LIBRARY``
     path of an already built libmemtier.so (e.g. the CMake one) to package
     instead of running ``go build``.
@@ -31,6 +37,7 @@ Environment knobs of the build:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -51,6 +58,8 @@ GO_PACKAGE = "./capi"
 GO_MIN = (1, 26)  # go.mod: go 1.26.0
 LIB_NAME = "libmemtier.so"
 LIB_SUBDIR = os.path.join("memtier", "_lib")
+#: Go build tags when MEMTIER_GO_TAGS is unset (set it empty for a CPU-only build).
+DEFAULT_GO_TAGS = "memtier_cuda,memtier_gds"
 
 
 def read_version() -> str:
@@ -139,12 +148,20 @@ class build_go(Command):
         env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -buildvcs=false").strip()
         env["CGO_ENABLED"] = "1"
         inc = "-I" + os.path.join(ROOT, "include")
-        env["CGO_CFLAGS"] = (env.get("CGO_CFLAGS") or "-O2 -g") + " " + inc
+        # Go's build cache does not hash headers included from outside the
+        # package folder; without the header's hash in CGO_CFLAGS (part of the
+        # cache key) a header edit would reuse objects built against the old
+        # header (cmake/RunGo.cmake does the same).
+        with open(HEADER, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        env["CGO_CFLAGS"] = ((env.get("CGO_CFLAGS") or "-O2 -g") + " " + inc
+                             + f" -DMEMTIER_H_SHA256_16=0x{digest}")
         cmd = [
             go, "build", "-buildmode=c-shared", "-trimpath",
             f"-ldflags=-extldflags=-Wl,-soname,{LIB_NAME}",
         ]
-        tags = os.environ.get("MEMTIER_GO_TAGS", "").strip()
+        tags = os.environ.get("MEMTIER_GO_TAGS")
+        tags = DEFAULT_GO_TAGS if tags is None else tags.strip()
         if tags:
             cmd += ["-tags", tags]
         tmp = out + ".tmp"

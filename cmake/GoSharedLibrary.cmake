@@ -66,20 +66,19 @@ function(memtier_go_shared_library)
     set(_cgo_cflags "$ENV{CGO_CFLAGS} -I${ARG_INCLUDE_DIR}")
   endif()
 
+  # Through RunGo.cmake so the public header's hash keys Go's build cache
+  # (HEADER there says why). Arguments must not contain spaces or '|'.
   add_custom_command(
     OUTPUT "${_out}"
     BYPRODUCTS "${_cgo_header}"
-    COMMAND "${CMAKE_COMMAND}" -E env
-            GOFLAGS=-buildvcs=false
-            CGO_ENABLED=1
-            "CGO_CFLAGS=${_cgo_cflags}"
-            "${GO_EXECUTABLE}" build
-              -buildmode=c-shared
-              -trimpath
-              -tags "${_tags}"
-              "-ldflags=-extldflags=-Wl,-soname,${ARG_NAME}"
-              -o "${_out}"
-              "${ARG_PACKAGE}"
+    COMMAND "${CMAKE_COMMAND}"
+            "-DGO=${GO_EXECUTABLE}"
+            -DCGO=1
+            "-DCGO_CFLAGS=${_cgo_cflags}"
+            "-DTAGS=${_tags}"
+            "-DHEADER=${ARG_INCLUDE_DIR}/memtier.h"
+            "-DSTEPS=build -buildmode=c-shared -trimpath -ldflags=-extldflags=-Wl,-soname,${ARG_NAME} -o ${_out} ${ARG_PACKAGE}"
+            -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/RunGo.cmake"
     WORKING_DIRECTORY "${ARG_SOURCE_DIR}"
     DEPENDS ${_deps}
     COMMENT "go build -buildmode=c-shared ${ARG_PACKAGE} -> ${ARG_NAME} (tags: ${_tags})"

@@ -50,11 +50,11 @@ extern "C" {
 /* ===================================================================== */
 
 #define MEMTIER_VERSION_MAJOR 0
-#define MEMTIER_VERSION_MINOR 1
+#define MEMTIER_VERSION_MINOR 2
 #define MEMTIER_VERSION_PATCH 0
 #define MEMTIER_VERSION_NUMBER \
     (MEMTIER_VERSION_MAJOR * 10000 + MEMTIER_VERSION_MINOR * 100 + MEMTIER_VERSION_PATCH)
-#define MEMTIER_VERSION_STRING "0.1.0"
+#define MEMTIER_VERSION_STRING "0.2.0"
 
 /* ===================================================================== */
 /* Status codes                                                           */
@@ -92,7 +92,7 @@ MEMTIER_API const char* memtier_strerror(int status);
  * thread has its own message). */
 MEMTIER_API const char* memtier_last_error(void);
 
-/* memtier_version: the library's version string, e.g. "0.1.0". Compare with
+/* memtier_version: the library's version string, e.g. "0.2.0". Compare with
  * MEMTIER_VERSION_STRING to detect a header/library mismatch. */
 MEMTIER_API const char* memtier_version(void);
 

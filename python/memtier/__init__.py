@@ -63,6 +63,17 @@ DIRECT_IO               DirectIOError
 NOT_REGULAR             NotRegularFileError (OSError)
 ======================  ==================================================
 
+GPU
+    A CUDA torch tensor or any object with ``__cuda_array_interface__`` is a
+    device destination (``read_into``, ``read_into_tensor``, ``load_chunks``
+    ``out``); ``load_tensor(..., device="cuda:N")``,
+    ``memtier.safetensors.load_file(path, device="cuda")``, ``safe_open(...,
+    device="cuda")`` and ``MemTierDataset(..., target="cuda")`` return device
+    tensors. Where CUDA cannot be used (no torch.cuda, a library built without
+    the CUDA backend, no libcuda) they raise :class:`UnsupportedError` naming
+    the missing piece, with the text of :func:`gpu_info`. CPU work never
+    initialises CUDA.
+
 Environment
     ``MEMTIER_LIBRARY``: library to load. ``MEMTIER_*`` settings (see the
     README) apply to every new :class:`Context`. ``MEMTIER_PY_FORCE_NO_TORCH=1``:
@@ -84,6 +95,7 @@ from ._context import (
     default_context,
     drop_cache,
     explain,
+    gpu_info,
     prefetch,
     read,
     read_async,
@@ -123,6 +135,7 @@ __all__ = [
     "Decision",
     "default_context",
     "runtime_info",
+    "gpu_info",
     "read",
     "read_into",
     "readv",

@@ -23,7 +23,7 @@ import weakref
 from typing import Any, List, Optional, Sequence, Tuple
 
 from . import _context, _errors, _ffi
-from ._context import CHUNK_BYTES, TARGET_CPU, Context, PathType, _cpath, _dest, _fname
+from ._context import CHUNK_BYTES, TARGET_CPU, TARGET_CUDA, Context, PathType, _cpath, _dest, _fname
 from ._errors import make_error
 
 __all__ = ["load_chunks", "iter_chunks", "ChunkStream"]
@@ -74,8 +74,10 @@ def _pairs(chunks: Any) -> Any:
     return arr
 
 
-def _out_addrs(ffi: Any, out: Any, sizes: Any) -> Tuple[Any, List[Any], List[Any]]:
-    """Validate caller buffers: returns (uint64 addresses, cdata keep-alives, out list)."""
+def _out_addrs(ffi: Any, out: Any, sizes: Any) -> Tuple[Any, List[Any], List[Any], int]:
+    """Validate caller buffers: returns (uint64 addresses, cdata keep-alives, out list,
+    target). All buffers are host memory, or all device memory (CUDA tensors,
+    ``__cuda_array_interface__`` objects): one call has one target."""
     import numpy as np
 
     n = sizes.shape[0]
@@ -96,26 +98,29 @@ def _out_addrs(ffi: Any, out: Any, sizes: Any) -> Tuple[Any, List[Any], List[Any
     keep: List[Any] = []
     items: List[Any] = []
     size_list = sizes.tolist()
+    first_target = None
     for k in range(n):
         buf = out[k]
         cd, nbytes, target = _dest(ffi, buf)
-        if target != TARGET_CPU:
-            raise _errors.make_error(
-                _errors.ERR_UNSUPPORTED,
-                f"memtier.load_chunks: out[{k}] is GPU memory; chunks are read into host memory "
-                "only in this build (no CUDA support)")
+        if first_target is None:
+            first_target = target
+        elif target != first_target:
+            raise ValueError(
+                f"out[{k}] is {'device' if target == TARGET_CUDA else 'host'} memory and out[0] is "
+                f"{'device' if first_target == TARGET_CUDA else 'host'} memory; one call reads into "
+                "host buffers only or device buffers only")
         if nbytes < size_list[k]:
             raise ValueError(f"out[{k}] holds {nbytes} bytes, chunk {k} needs {size_list[k]}")
         addrs[k] = int(ffi.cast("uintptr_t", cd))
         keep.append(cd)
         items.append(buf)
-    return addrs, keep, items
+    return addrs, keep, items, (TARGET_CPU if first_target is None else first_target)
 
 
 class _Prepared:
     """The chunk array, the destinations and what keeps them alive."""
 
-    __slots__ = ("arr", "carr", "buf", "views", "keep", "n")
+    __slots__ = ("arr", "carr", "buf", "views", "keep", "n", "target")
 
     def __init__(self, ffi: Any, chunks: Any, out: Any) -> None:
         import numpy as np
@@ -127,6 +132,7 @@ class _Prepared:
         self.arr = arr
         self.buf = None
         self.keep: List[Any] = []
+        self.target = TARGET_CPU
         carr = np.zeros(n, dtype=_chunk_dtype(ffi))
         if out is None:
             total = int(sizes.sum(dtype=np.uint64)) if n else 0
@@ -144,7 +150,7 @@ class _Prepared:
             e = (starts + sizes).tolist()
             self.views = [buf[a:b] for a, b in zip(s, e)]
         else:
-            addrs, keep, items = _out_addrs(ffi, out, sizes)
+            addrs, keep, items, self.target = _out_addrs(ffi, out, sizes)
             carr["dst"] = addrs
             self.keep = keep
             self.views = items
@@ -159,7 +165,8 @@ def _chunk_error(status: int, k: int, arr: Any, detail: str, path: Any, prefix: 
                       strerror=_ffi.strerror(status), filename=_fname(path), index=k)
 
 
-def _run(c: Context, path: PathType, carr: Any, arr: Any, prefix: str) -> None:
+def _run(c: Context, path: PathType, carr: Any, arr: Any, prefix: str,
+         target: int = TARGET_CPU) -> None:
     """memtier_load_chunks over ``carr`` in batches of at most CHUNK_BYTES
     (so Ctrl-C lands between calls); raises the lowest-index failure."""
     import numpy as np
@@ -180,7 +187,7 @@ def _run(c: Context, path: PathType, carr: Any, arr: Any, prefix: str) -> None:
         bounds.append(max(hi, lo + 1))
     first = None
     for lo, hi in zip(bounds, bounds[1:]):
-        rc = lib.memtier_load_chunks(h, p, base + lo, hi - lo, TARGET_CPU)
+        rc = lib.memtier_load_chunks(h, p, base + lo, hi - lo, target)
         if rc and first is None:
             detail = _ffi.error_texts(rc)[1]  # at once: this thread's last error
             bad = np.flatnonzero(carr["result"][lo:hi] < 0)
@@ -190,8 +197,9 @@ def _run(c: Context, path: PathType, carr: Any, arr: Any, prefix: str) -> None:
     del base
     if first is not None:
         rc, k, detail = first
-        if k is None:
-            raise make_error(rc, prefix, detail, strerror=_ffi.strerror(rc), filename=_fname(path))
+        if k is None or (target == TARGET_CUDA and int(carr["result"][k]) == _errors.ERR_UNSUPPORTED):
+            c._fail(rc if k is None else int(carr["result"][k]), prefix, path, target,
+                    detail)  # with gpu_info for CUDA
         exc = _chunk_error(int(carr["result"][k]), k, arr, detail, path, prefix)
         exc.results = carr["result"].copy()  # type: ignore[attr-defined]
         raise exc
@@ -209,9 +217,11 @@ def load_chunks(path: PathType, chunks: Any, out: Optional[Sequence[Any]] = None
         come in any order.
     out : sequence of writable buffers, optional
         One destination per chunk (``bytearray``, ``memoryview``, numpy
-        arrays of any dtype, contiguous CPU torch tensors, or the rows of a
+        arrays of any dtype, contiguous torch tensors, or the rows of a
         2-D numpy array / tensor); each must hold at least its chunk's size
-        (the first ``size`` bytes are written). Default: one new
+        (the first ``size`` bytes are written). Device buffers (CUDA tensors,
+        objects with ``__cuda_array_interface__``) use the GPU target; one
+        call takes host buffers only or device buffers only. Default: one new
         ``numpy.uint8`` buffer for all chunks, returned as per-chunk views.
     ctx : Context, optional
         Default: the process's default context.
@@ -244,7 +254,7 @@ def load_chunks(path: PathType, chunks: Any, out: Optional[Sequence[Any]] = None
     c = _ctx(ctx)
     c._handle()
     prep = _Prepared(c._ffi, chunks, out)
-    _run(c, path, prep.carr, prep.arr, "memtier.load_chunks")
+    _run(c, path, prep.carr, prep.arr, "memtier.load_chunks", prep.target)
     del prep.keep
     return prep.views
 
@@ -308,9 +318,9 @@ class ChunkStream:
         p = _cpath(path)
         civ = ffi.cast("memtier_chunk_t *", ffi.from_buffer(prep.carr))
         out = ffi.new("memtier_request_t **")
-        rc = lib.memtier_load_chunks_async(h, p, civ, prep.n, TARGET_CPU, out)
+        rc = lib.memtier_load_chunks_async(h, p, civ, prep.n, prep.target, out)
         if rc:
-            ctx._fail(rc, "memtier.iter_chunks", path)
+            ctx._fail(rc, "memtier.iter_chunks", path, prep.target)
         self._req = out[0]
         self._idx = ffi.new("size_t *")
         keep = (p, civ, prep.carr, prep.buf, prep.keep, ctx)
@@ -412,9 +422,10 @@ def iter_chunks(path: PathType, chunks: Any, out: Optional[Sequence[Any]] = None
 
 
 def _load_rows(c: Context, path: PathType, offsets: Any, sizes: Any, dsts: Any,
-               prefix: str) -> None:
+               prefix: str, target: int = TARGET_CPU) -> None:
     """Internal: memtier_load_chunks with caller-computed destination
-    addresses (uint64 arrays, same length). The caller keeps the memory alive."""
+    addresses (uint64 arrays, same length; host memory, or device memory with
+    ``target`` TARGET_CUDA). The caller keeps the memory alive."""
     import numpy as np
 
     n = offsets.shape[0]
@@ -424,4 +435,4 @@ def _load_rows(c: Context, path: PathType, offsets: Any, sizes: Any, dsts: Any,
     carr["dst"] = dsts
     arr = np.stack([np.asarray(offsets, dtype=np.uint64), np.asarray(sizes, dtype=np.uint64)], axis=1) \
         if n else np.zeros((0, 2), dtype=np.uint64)
-    _run(c, path, carr, arr, prefix)
+    _run(c, path, carr, arr, prefix, target)

@@ -32,6 +32,7 @@ __all__ = [
     "CHUNK_BYTES",
     "default_context",
     "runtime_info",
+    "gpu_info",
 ]
 
 PathType = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
@@ -225,6 +226,7 @@ def _torch_dest(ffi: Any, t: Any) -> Tuple[Any, int, int]:
         target = TARGET_CPU
     elif dev == "cuda":
         target = TARGET_CUDA
+        _sync_torch_stream(t)
     else:
         raise _errors.make_error(
             _errors.ERR_UNSUPPORTED,
@@ -240,6 +242,8 @@ def _cuda_array_dest(ffi: Any, cai: Mapping[str, Any]) -> Tuple[Any, int, int]:
     ptr, readonly = cai["data"]
     if readonly:
         raise ValueError("device array is read-only")
+    if cai.get("mask") is not None:
+        raise ValueError("device array has a mask; pass an unmasked array")
     shape = tuple(cai["shape"])
     import numpy as np
 
@@ -260,9 +264,100 @@ def _cuda_array_dest(ffi: Any, cai: Mapping[str, Any]) -> Tuple[Any, int, int]:
 
 
 _CUDA_HINT = (
-    "the missing piece is CUDA support in libmemtier.so (a MemTier build with a GPU "
-    "backend, MEMTIER_ENABLE_CUDA); until then read into a CPU tensor and call .to('cuda')"
+    "read into a CPU tensor and call .to('cuda') instead"
 )
+
+
+def _gpu_info_text(ctx: "Context") -> str:
+    """memtier_gpu_info of ``ctx``, or why it could not be had (never raises)."""
+    try:
+        return ctx.gpu_info()
+    except Exception as e:  # noqa: BLE001 - a diagnostic must not hide the real error
+        return f"(memtier_gpu_info failed: {e})"
+
+
+def _library_cuda_missing(info: str) -> Optional[str]:
+    """The library's reason the CUDA target is unusable (its ``cuda:`` line),
+    or None when that line says CUDA is available."""
+    for line in info.splitlines():
+        if line.startswith("cuda:"):
+            reason = line[len("cuda:"):].strip()
+            return None if reason.startswith("CUDA available") else reason
+    return "memtier_gpu_info has no cuda: line"
+
+
+def _torch_cuda_missing() -> Tuple[Any, Optional[str]]:
+    """(torch or None, why torch.cuda cannot allocate device tensors or None)."""
+    torch = _dtypes.torch_module()
+    if torch is None:
+        why = ("MEMTIER_PY_FORCE_NO_TORCH is set" if _dtypes.torch_disabled()
+               else "torch is not importable")
+        return None, f"torch.cuda ({why})"
+    try:
+        ok = bool(torch.cuda.is_available())
+    except Exception as e:  # noqa: BLE001
+        return torch, f"torch.cuda (torch.cuda.is_available() failed: {e})"
+    if not ok:
+        return torch, "torch.cuda (torch.cuda.is_available() is False: no CUDA device or a CPU-only torch build)"
+    return torch, None
+
+
+def _unsupported_cuda(ctx: "Context", where: str, missing: Any = None, detail: str = "",
+                      info: Optional[str] = None) -> _errors.MemTierError:
+    """The UnsupportedError of a CUDA request: names the missing piece(s) and
+    carries the library's memtier_gpu_info text (``exc.gpu_info`` too).
+    ``missing`` None: ask memtier_gpu_info whether the library's CUDA target
+    is the missing piece (an UNSUPPORTED answer of the library)."""
+    if info is None:
+        info = _gpu_info_text(ctx)
+    if missing is None:
+        lib_why = _library_cuda_missing(info)
+        missing = [f"CUDA support in libmemtier.so ({lib_why})"] if lib_why else []
+    elif isinstance(missing, str):
+        missing = [missing]
+    if missing:
+        msg = f"{where}: the CUDA target needs {'; '.join(missing)}"
+        if detail:
+            msg += f": {detail}"
+        msg += f"; {_CUDA_HINT}"
+    else:
+        msg = f"{where}: {detail or 'not supported'}"
+    msg += f".\nmemtier_gpu_info:\n{info.rstrip()}"
+    exc = make_error(_errors.ERR_UNSUPPORTED, msg, strerror="")
+    exc.detail = detail or "; ".join(missing)
+    exc.gpu_info = info  # type: ignore[attr-defined]
+    return exc
+
+
+def _require_cuda(ctx: "Context", where: str, *, need_torch: bool = True) -> Any:
+    """Check, before any allocation or I/O, that a CUDA request can be served:
+    torch.cuda (when ``need_torch``: the result is a torch CUDA tensor) and
+    the library's CUDA backend (memtier_gpu_info's ``cuda:`` line). Returns
+    torch (or None when not needed); raises UnsupportedError naming every
+    missing piece, with the memtier_gpu_info text."""
+    missing = []
+    torch = None
+    if need_torch:
+        torch, why = _torch_cuda_missing()
+        if why:
+            missing.append(why)
+    info = _gpu_info_text(ctx)
+    lib_why = _library_cuda_missing(info)
+    if lib_why:
+        missing.append(f"CUDA support in libmemtier.so ({lib_why})")
+    if missing:
+        raise _unsupported_cuda(ctx, where, missing, info=info)
+    return torch
+
+
+def _sync_torch_stream(t: Any) -> None:
+    """Wait for work queued on the current torch stream of ``t``'s device: the
+    library writes the memory on its own streams (or with cuFile), which are
+    not ordered after torch's, and a block from torch's caching allocator may
+    still be used by a kernel of a tensor freed earlier."""
+    import torch
+
+    torch.cuda.current_stream(t.device).synchronize()
 
 
 def _check_off(offset: Any, what: str = "offset", bits: int = 64) -> int:
@@ -395,10 +490,12 @@ class Request:
     """
 
     __slots__ = ("_ctx", "_lib", "_ffi", "_h", "_pid", "_lock", "_state", "_fin", "_kind",
-                 "_path", "__weakref__")
+                 "_path", "_target", "__weakref__")
 
-    def __init__(self, ctx: "Context", handle: Any, keep: Any, kind: str, path: str) -> None:
+    def __init__(self, ctx: "Context", handle: Any, keep: Any, kind: str, path: str,
+                 target: int = TARGET_CPU) -> None:
         self._ctx = ctx
+        self._target = target
         self._lib = ctx._lib
         self._ffi = ctx._ffi
         self._h = handle
@@ -439,9 +536,10 @@ class Request:
         if st[0] == "released":
             raise _errors.closed_error("request (released before completion)")
         _, rc, (text, detail) = st
-        hint = _CUDA_HINT if rc == _errors.ERR_UNSUPPORTED and self._kind == "read_async" else ""
+        if rc == _errors.ERR_UNSUPPORTED and self._target == TARGET_CUDA:
+            raise _unsupported_cuda(self._ctx, f"memtier.{self._kind}: {self._path}", None, detail)
         raise make_error(rc, f"memtier.{self._kind}", detail, strerror=text,
-                         filename=self._path, hint=hint)
+                         filename=self._path)
 
     def _entry(self) -> Any:
         if self._pid != _pid_now:
@@ -718,9 +816,39 @@ class Context:
             _check_off(flags, "flags", 32)
             raise
 
-    def _fail(self, rc: int, prefix: str, path: Any, target: int = TARGET_CPU) -> None:
-        hint = _CUDA_HINT if target == TARGET_CUDA and rc == _errors.ERR_UNSUPPORTED else ""
-        _check(rc, prefix, filename=_fname(path), hint=hint)
+    def _fail(self, rc: int, prefix: str, path: Any, target: int = TARGET_CPU,
+              detail: Optional[str] = None) -> None:
+        """Raise the exception of status ``rc`` (right after the failed call:
+        it reads this thread's last error unless ``detail`` is given). An
+        UNSUPPORTED answer to a CUDA request also carries memtier_gpu_info."""
+        if target == TARGET_CUDA and rc == _errors.ERR_UNSUPPORTED:
+            if detail is None:
+                detail = _ffi.error_texts(rc)[1]
+            raise _unsupported_cuda(self, f"{prefix}: {_fname(path)}", None, detail)
+        if detail is not None:
+            raise make_error(rc, prefix, detail, strerror=_ffi.strerror(rc), filename=_fname(path))
+        _check(rc, prefix, filename=_fname(path))
+
+    def gpu_info(self) -> str:
+        """The library's description of the GPU side (``memtier_gpu_info``).
+
+        Lines ``key: value``: ``cuda:`` (whether the CUDA target is usable and
+        why not), ``gds:`` (GPUDirect Storage state), ``gds_mode:``, ``hbm:``
+        (the HBM cache tier), ``last_gds_fallback:`` and ``build_tags:`` (the
+        GPU backends compiled in). Loads libcuda once per process to answer
+        (the only call that does so without a CUDA request); never opens the
+        cuFile driver.
+        """
+        h = self._handle()
+        ffi = self._ffi
+        size = 4096
+        while True:
+            buf = ffi.new("char[]", size)
+            _check(self._lib.memtier_gpu_info(h, buf, size), "memtier.gpu_info")
+            text = ffi.string(buf).decode("utf-8", "replace")
+            if len(text) < size - 1 or size >= 1 << 20:
+                return text
+            size *= 4
 
     def read_into(self, path: PathType, offset: int, buffer: WritableBuffer, *,
                   flags: int = 0) -> int:
@@ -985,7 +1113,7 @@ class Context:
         rc = self._lib.memtier_read_async(h, p, off, n, cd, target, flags, out)
         if rc:
             self._fail(rc, "memtier.read_async", path, target)
-        return Request(self, out[0], (p, cd, buffer), "read_async", _fname(path))
+        return Request(self, out[0], (p, cd, buffer), "read_async", _fname(path), target)
 
     def prefetch(self, path: PathType, offset: int = 0, size: int = 0, *,
                  wait: bool = True, to_hbm: bool = False) -> Optional[Request]:
@@ -1004,7 +1132,11 @@ class Context:
             return a :class:`Request` at once (its ``wait()`` gives the bytes
             brought in).
         to_hbm : bool
-            Prefetch into GPU memory (:class:`UnsupportedError` in CPU builds).
+            Prefetch into the HBM cache tier (GPU memory of device
+            ``hbm_device``; needs ``hbm_cache_bytes`` > 0): later CUDA reads
+            of the range are served from it (``Stats.hbm_hit_bytes``).
+            :class:`UnsupportedError` (with :func:`gpu_info`'s text) where
+            the library's CUDA target is unusable.
 
         Raises
         ------
@@ -1019,13 +1151,14 @@ class Context:
         size = _check_off(size, "size")
         opts = ffi.new("memtier_prefetch_opts_t *")
         opts.struct_size = ffi.sizeof("memtier_prefetch_opts_t")
-        opts.flags = 1 if to_hbm else 0
+        opts.flags = 1 if to_hbm else 0  # MEMTIER_PREFETCH_TO_HBM
+        tgt = TARGET_CUDA if to_hbm else TARGET_CPU
         if not wait:
             out = ffi.new("memtier_request_t **")
             rc = lib.memtier_prefetch_async(h, p, off, size, opts, out)
             if rc:
-                self._fail(rc, "memtier.prefetch", path)
-            return Request(self, out[0], (p, opts), "prefetch", _fname(path))
+                self._fail(rc, "memtier.prefetch", path, tgt)
+            return Request(self, out[0], (p, opts), "prefetch", _fname(path), tgt)
         end = off + size
         if size == 0 or size > CHUNK_BYTES:
             try:
@@ -1037,14 +1170,14 @@ class Context:
         if end - off <= CHUNK_BYTES or (size == 0 and end <= off):
             rc = lib.memtier_prefetch(h, p, off, size, opts)
             if rc:
-                self._fail(rc, "memtier.prefetch", path)
+                self._fail(rc, "memtier.prefetch", path, tgt)
             return None
         pos = off
         while pos < end:
             piece = min(CHUNK_BYTES, end - pos)
             rc = lib.memtier_prefetch(h, p, pos, piece, opts)
             if rc:
-                self._fail(rc, "memtier.prefetch", path)
+                self._fail(rc, "memtier.prefetch", path, tgt)
             pos += piece
         return None
 
@@ -1290,6 +1423,12 @@ def explain(path: PathType, offset: int, size: int, *, flags: int = 0,
             device: Any = "cpu") -> Decision:
     """:meth:`Context.explain` on the default context."""
     return default_context().explain(path, offset, size, flags=flags, device=device)
+
+
+def gpu_info() -> str:
+    """:meth:`Context.gpu_info` of the default context: the library's CUDA,
+    GDS and HBM state as ``key: value`` lines (loads libcuda to answer)."""
+    return default_context().gpu_info()
 
 
 def runtime_info() -> Dict[str, Any]:

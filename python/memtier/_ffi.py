@@ -24,8 +24,8 @@ from . import _errors
 
 #: Version of this package; equal to MEMTIER_VERSION_STRING of the header it
 #: was written against (a test checks).
-PACKAGE_VERSION = "0.1.0"
-PACKAGE_VERSION_NUMBER = 100  # major * 10000 + minor * 100 + patch
+PACKAGE_VERSION = "0.2.0"
+PACKAGE_VERSION_NUMBER = 200  # major * 10000 + minor * 100 + patch
 
 # The cdef is a literal subset of include/memtier.h: the same prototypes and
 # struct definitions with comments, MEMTIER_API and preprocessor logic
@@ -59,7 +59,7 @@ const char* memtier_version(void);
 int memtier_version_number(void);
 
 #define MEMTIER_VERSION_MAJOR 0
-#define MEMTIER_VERSION_MINOR 1
+#define MEMTIER_VERSION_MINOR 2
 #define MEMTIER_VERSION_PATCH 0
 
 typedef struct memtier_ctx memtier_ctx_t;

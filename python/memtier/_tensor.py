@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Optional, Sequence, Tuple, Union
 
-from . import _context, _dtypes, _errors
+from . import _context, _dtypes
 from ._context import Context, PathType, TARGET_CUDA, _dest, _parse_device
 
 __all__ = ["read_into_tensor", "load_tensor"]
@@ -40,7 +40,10 @@ def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0
         bytes are read, raw (little-endian file bytes, no conversion). A torch
         view with a storage offset (``t[10:20]``) receives exactly its own
         bytes. A CUDA tensor (or an object with ``__cuda_array_interface__``)
-        is the GPU target. Other writable C-contiguous buffers are accepted too.
+        is the GPU target (the current torch stream of the tensor's device is
+        synchronised first; for a ``__cuda_array_interface__`` object the
+        caller must have finished the work that uses it). Other writable
+        C-contiguous buffers are accepted too.
     flags : int
         ``READ_*`` hints.
     ctx : Context, optional
@@ -57,8 +60,9 @@ def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0
         (numpy ``writeable=False``), or is a torch tensor that requires grad
         (pass ``t.detach()``, which shares its storage).
     UnsupportedError
-        A CUDA tensor with a library built without CUDA support (the message
-        names CUDA support as the missing piece), or another device type.
+        A CUDA destination where the library's CUDA target is unusable (the
+        message says why and includes :func:`memtier.gpu_info`'s text), or
+        another device type.
     EndOfFileError
         The range runs past the end of the file.
     NotFoundError, PermissionDeniedError, MemTierError
@@ -121,8 +125,10 @@ def load_tensor(path: PathType, offset: int, shape: ShapeLike, dtype: Any,
         "torch.float32"-style names, or safetensors names ("F32", "BF16",
         "F8_E4M3", "F8_E5M2", "I64", "U8", "BOOL", ...).
     device : str or torch.device
-        "cpu" (default). "cuda"/"cuda:N" needs a MemTier build with CUDA
-        support and raises :class:`UnsupportedError` otherwise.
+        "cpu" (default), or "cuda"/"cuda:N": a new ``torch.empty`` tensor on
+        that device, filled by the library's CUDA target (GDS or the staged
+        pinned pipeline). Needs torch.cuda and a library with a usable CUDA
+        backend, checked before anything is allocated.
     flags : int
         ``READ_*`` hints.
     ctx : Context, optional
@@ -149,7 +155,9 @@ def load_tensor(path: PathType, offset: int, shape: ShapeLike, dtype: Any,
     EndOfFileError
         The range runs past end of file; nothing is returned (no half-filled tensor).
     UnsupportedError
-        A CUDA device without CUDA support (torch CUDA and a MemTier CUDA build).
+        A CUDA device where CUDA cannot be used: the message names the
+        missing piece (torch.cuda, or the library's CUDA backend and why) and
+        includes :func:`memtier.gpu_info`'s text.
     NotFoundError, PermissionDeniedError, MemTierError
         Other failures.
     """
@@ -159,19 +167,11 @@ def load_tensor(path: PathType, offset: int, shape: ShapeLike, dtype: Any,
     dims = _shape(shape)
     _nbytes(dims, dt.itemsize)
     target, index = _parse_device(device)
-    torch = _dtypes.torch_module()
     if target == TARGET_CUDA:
-        if torch is None or not torch.cuda.is_available():
-            raise _errors.make_error(
-                _errors.ERR_UNSUPPORTED,
-                f"memtier.load_tensor: device {str(device)!r} needs CUDA support, which is "
-                "missing here: "
-                + ("torch is not available" if torch is None else "torch reports no CUDA device")
-                + "; MemTier's GPU target also needs a build with CUDA support "
-                "(MEMTIER_ENABLE_CUDA). Load to 'cpu' and move the tensor",
-            )
+        torch = _context._require_cuda(c, f"memtier.load_tensor: device {str(device)!r}")
         t = torch.empty(dims, dtype=_dtypes.torch_dtype(dt, torch), device=f"cuda:{index}")
         return read_into_tensor(path, offset, t, flags=flags, ctx=c)
+    torch = _dtypes.torch_module()
     if torch is not None:
         t = torch.empty(dims, dtype=_dtypes.torch_dtype(dt, torch))
         return read_into_tensor(path, offset, t, flags=flags, ctx=c)

@@ -35,11 +35,12 @@ class _ProcState(_samples._ProcState):
     """What one process uses to read: its own Context, or the pread fallback
     on its own descriptor, and its pool of batch buffers."""
 
-    __slots__ = ("fd",)
+    __slots__ = ("fd", "cuda_ok")
 
     def __init__(self, pid: int) -> None:
         super().__init__(pid)
         self.fd = -1
+        self.cuda_ok = False  # target "cuda": checked in this process
 
 
 class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[misc, valid-type]
@@ -57,8 +58,17 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         The file the ranges refer to. Only ``stat``-ed here (its size bounds
         the ranges); it is opened in each process at its first read.
     target : str
-        ``"cpu"``. ``"cuda"``/``"cuda:N"`` raise :class:`memtier.UnsupportedError`
-        (not yet supported; move batches to the GPU with ``.to(device)``).
+        ``"cpu"`` (default), or ``"cuda"``/``"cuda:N"``: samples are 1-D
+        ``torch.uint8`` CUDA tensors read straight into GPU memory by the
+        library's CUDA target (a batch into one device buffer, one
+        ``memtier_load_chunks`` call). Needs torch: without it the
+        constructor raises :class:`memtier.UnsupportedError`; torch.cuda
+        and the library's CUDA backend are checked at each process's first
+        read (UnsupportedError naming the missing piece, with
+        :func:`memtier.gpu_info`'s text), so building the dataset initialises
+        no CUDA. CUDA tensors do not cross process boundaries well: read in
+        the main process (``num_workers=0``). A fork-fallback process reads
+        with ``os.pread`` and copies to the device with ``.to()``.
     transform : callable, optional
         Applied to each sample (after reading) by ``__getitem__`` and
         ``__getitems__``. Must pickle if the dataset goes to spawn/forkserver workers.
@@ -117,7 +127,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     FileNotFoundError, PermissionError, IsADirectoryError
         The index or data file cannot be read or stat-ed.
     memtier.UnsupportedError
-        A CUDA target.
+        A CUDA target without torch.
     ValueError, TypeError
         An unknown target, or bad ``context_options``.
     """
@@ -133,15 +143,25 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         fork_fallback: bool = True,
     ) -> None:
         t = str(target).strip().lower()
-        if t.startswith("cuda") or t.startswith("gpu"):
-            raise _errors.make_error(
-                _errors.ERR_UNSUPPORTED,
-                "MemTierDataset: target %r" % (target,),
-                hint="only target=\"cpu\" is supported for now; move batches to the GPU "
-                "with .to(device) (pin_memory=True in the DataLoader helps)",
-            )
-        if t != "cpu":
-            raise ValueError("MemTierDataset: unknown target %r (want \"cpu\")" % (target,))
+        if t == "cuda" or t.startswith("cuda:"):
+            from ._context import _parse_device
+
+            try:
+                _, dev_index = _parse_device(t)
+            except ValueError:
+                raise ValueError("MemTierDataset: bad target %r (want \"cpu\" or \"cuda[:N]\")"
+                                 % (target,)) from None
+            if _torch is None:
+                raise _errors.make_error(
+                    _errors.ERR_UNSUPPORTED,
+                    "MemTierDataset: target %r returns torch CUDA tensors and needs torch.cuda, "
+                    "but %s" % (target, "MEMTIER_PY_FORCE_NO_TORCH is set" if _dtypes.torch_disabled()
+                                else "torch is not importable"),
+                    hint="use target=\"cpu\"",
+                )
+            t = "cuda:%d" % dev_index
+        elif t != "cpu":
+            raise ValueError("MemTierDataset: unknown target %r (want \"cpu\" or \"cuda[:N]\")" % (target,))
         opts = _samples._check_options(transform, context_options)
         self._index_file = os.path.abspath(os.fspath(index_file))
         self._data_file = os.path.abspath(os.fspath(data_file))
@@ -151,7 +171,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         self._data_size = int(st.st_size)
         self._ranges = _index.parse_index(self._index_file, self._data_size)
         self._ranges.setflags(write=False)
-        self._target = "cpu"
+        self._target = t
         self.transform = transform
         self._init_proc(opts, fork_fallback)
 
@@ -174,7 +194,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
 
     @property
     def target(self) -> str:
-        """Where samples are returned: ``"cpu"``."""
+        """Where samples are returned: ``"cpu"`` or ``"cuda:N"``."""
         return self._target
 
     @property
@@ -233,43 +253,131 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     def _wrap(self, arr: np.ndarray) -> Any:
         return _torch.from_numpy(arr) if _torch is not None else arr
 
+    def _cuda_state(self) -> _ProcState:
+        """This process's state, with the CUDA target checked once (torch.cuda
+        and, when reading through MemTier, the library's CUDA backend)."""
+        st = self._state()
+        if not st.cuda_ok:
+            where = "MemTierDataset: target %r" % (self._target,)
+            from . import _context
+
+            if st.ctx is not None:
+                _context._require_cuda(st.ctx, where)
+            else:
+                _, why = _context._torch_cuda_missing()
+                if why:
+                    raise _errors.make_error(_errors.ERR_UNSUPPORTED,
+                                             "%s: the CUDA target needs %s" % (where, why))
+            st.cuda_ok = True
+        return st
+
     def __getitem__(self, i: Any) -> Any:
         k = self._norm_index(i)
         off, length = (int(x) for x in self._ranges[k])
-        buf = np.empty(length, dtype=np.uint8)
-        if length:
-            st = self._state()
-            if st.ctx is not None:
-                st.ctx.read_into(self._data_file, off, buf)
-            else:
-                _pread_full(st.fd, memoryview(buf), off, self._data_file)
-                st.fallback_reads += 1
-        sample = self._wrap(buf)
+        if self._target != "cpu":
+            sample = self._read_cuda(np.array([[off, length]], dtype=np.int64),
+                                     np.array([k], dtype=np.int64))[0]
+        else:
+            buf = np.empty(length, dtype=np.uint8)
+            if length:
+                st = self._state()
+                if st.ctx is not None:
+                    st.ctx.read_into(self._data_file, off, buf)
+                else:
+                    _pread_full(st.fd, memoryview(buf), off, self._data_file)
+                    st.fallback_reads += 1
+            sample = self._wrap(buf)
         if self.transform is not None:
             sample = self.transform(sample)
         return sample
 
-    def __getitems__(self, indices: Sequence[Any]) -> List[Any]:
-        """Samples ``indices`` (a list of ints from a batch sampler) as a list,
-        read with one batched read; see the class docstring."""
+    def _resolve(self, indices: Sequence[Any]) -> np.ndarray:
+        """Validated sample indices (negative ones resolved) as int64."""
         n = self._ranges.shape[0]
         idx = np.asarray(indices)
-        if idx.size == 0:
-            return []
         if idx.ndim != 1 or idx.dtype.kind not in "iu":
-            if idx.dtype == object or idx.ndim != 1:
-                return [self[i] for i in indices]  # unusual index objects: one by one
             raise TypeError("MemTierDataset indices must be integers, got dtype %s" % idx.dtype)
+        if idx.size == 0:
+            return idx.astype(np.int64)
         if idx.dtype.kind == "u" and int(idx.max()) >= n:  # before int64 could wrap it
             raise IndexError("MemTierDataset index %d out of range for %d samples" % (int(idx.max()), n))
         idx = idx.astype(np.int64, copy=False)
         if int(idx.min()) < -n or int(idx.max()) >= n:
             bad = next(int(i) for i in idx.tolist() if not -n <= i < n)
             raise IndexError("MemTierDataset index %d out of range for %d samples" % (bad, n))
-        idx = np.where(idx < 0, idx + n, idx)
+        return np.where(idx < 0, idx + n, idx)
+
+    @staticmethod
+    def _name_sample(e: _errors.MemTierError, idx: np.ndarray, keep: Optional[np.ndarray]) -> None:
+        if e.index is not None:  # name the sample, not the readv element
+            pos = int(e.index if keep is None else keep[e.index])
+            e.sample = int(idx[pos])  # type: ignore[attr-defined]
+            if e.args and isinstance(e.args[0], str):
+                e.args = ("%s (MemTierDataset sample %d)" % (e.args[0], e.sample),) + e.args[1:]
+
+    def _read_to_device(self, st: _ProcState, idx: np.ndarray, ranges: np.ndarray, base: int) -> None:
+        """The read part of a CUDA batch (no tensor allocation): samples
+        ``ranges`` back to back into device memory at address ``base``, with
+        one memtier_load_chunks call per CHUNK_BYTES, target CUDA."""
+        from ._chunks import _load_rows
+        from ._context import TARGET_CUDA
+
+        lengths = ranges[:, 1]
+        keep = None if bool((lengths > 0).all()) else np.flatnonzero(lengths > 0)
+        nz = ranges if keep is None else ranges[keep]
+        if not nz.shape[0]:
+            return
+        starts = np.zeros(len(lengths), dtype=np.uint64)
+        if len(lengths) > 1:
+            np.cumsum(lengths[:-1], out=starts[1:])
+        dsts = starts if keep is None else starts[keep]
+        try:
+            _load_rows(st.ctx, self._data_file, nz[:, 0].astype(np.uint64), nz[:, 1].astype(np.uint64),
+                       dsts + np.uint64(base), "MemTierDataset", TARGET_CUDA)
+        except _errors.MemTierError as e:
+            self._name_sample(e, idx, keep)
+            raise
+
+    def _read_cuda(self, ranges: np.ndarray, idx: np.ndarray) -> List[Any]:
+        """Samples ``ranges`` as 1-D uint8 CUDA tensors (views of one buffer)."""
+        st = self._cuda_state()
+        lengths = ranges[:, 1]
+        total = int(lengths.sum())
+        if st.ctx is None:  # fork fallback: pread into host memory, then copy
+            host = np.empty(total, dtype=np.uint8)
+            mv = memoryview(host)
+            pos = 0
+            for off, ln in ranges.tolist():
+                if ln:
+                    _pread_full(st.fd, mv[pos : pos + ln], off, self._data_file)
+                    st.fallback_reads += 1
+                pos += ln
+            buf = _torch.from_numpy(host).to(self._target)
+        else:
+            buf = _torch.empty(total, dtype=_torch.uint8, device=self._target)
+            if total:
+                _torch.cuda.current_stream(buf.device).synchronize()
+                self._read_to_device(st, idx, ranges, buf.data_ptr())
+        return list(buf.split(lengths.tolist()))
+
+    def __getitems__(self, indices: Sequence[Any]) -> List[Any]:
+        """Samples ``indices`` (a list of ints from a batch sampler) as a list,
+        read with one batched read; see the class docstring."""
+        idx = np.asarray(indices)
+        if idx.size == 0:
+            return []
+        if idx.ndim != 1 or idx.dtype.kind not in "iu":
+            if idx.dtype == object or idx.ndim != 1:
+                return [self[i] for i in indices]  # unusual index objects: one by one
+        idx = self._resolve(idx)
         ranges = self._ranges[idx]
         lengths = ranges[:, 1]
         total = int(lengths.sum())
+        if self._target != "cpu":
+            samples = self._read_cuda(ranges, idx)
+            if self.transform is not None:
+                samples = [self.transform(s) for s in samples]
+            return samples
         if total:
             st = self._state()
             buf = st.pool.get(total)
@@ -279,11 +387,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                 try:
                     st.ctx.readv(self._data_file, nz, out=buf)
                 except _errors.MemTierError as e:
-                    if e.index is not None:  # name the sample, not the readv element
-                        pos = int(e.index if keep is None else keep[e.index])
-                        e.sample = int(idx[pos])  # type: ignore[attr-defined]
-                        if e.args and isinstance(e.args[0], str):
-                            e.args = ("%s (MemTierDataset sample %d)" % (e.args[0], e.sample),) + e.args[1:]
+                    self._name_sample(e, idx, keep)
                     raise
             else:
                 mv = memoryview(buf)
@@ -306,3 +410,19 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
             samples = [self.transform(s) for s in samples]
         return samples
 
+    def _read_into_pointer(self, indices: Sequence[Any], ptr: int) -> np.ndarray:
+        """Internal (the read part of a ``target="cuda"`` batch, without
+        torch): samples ``indices`` back to back into device memory at
+        address ``ptr``; returns their lengths. Checks the library's CUDA
+        target first (UnsupportedError with gpu_info's text)."""
+        idx = self._resolve(indices)
+        ranges = self._ranges[idx]
+        st = self._state()
+        if st.ctx is None:
+            raise _errors.make_error(_errors.ERR_UNSUPPORTED,
+                                     "MemTierDataset: no MemTier context in this process (fork fallback)")
+        from . import _context
+
+        _context._require_cuda(st.ctx, "MemTierDataset._read_into_pointer", need_torch=False)
+        self._read_to_device(st, idx, ranges, ptr)
+        return ranges[:, 1].copy()

@@ -31,9 +31,13 @@ Differences from the reference library, on purpose:
   arrays; BF16 and the F8 types, which numpy lacks, come back as ml_dtypes
   arrays when ml_dtypes is installed and as raw unsigned integers of the same
   width otherwise (``safetensors.numpy`` refuses BF16).
-* Only ``device="cpu"``: CUDA is not in this build of MemTier, and a CUDA
-  device raises :class:`memtier.UnsupportedError` instead of silently
-  returning CPU tensors.
+* ``device="cuda"``/``"cuda:N"`` (or a ``torch.device``, or an int N) loads
+  straight into GPU memory through the library's CUDA target (GDS, or the
+  staged pinned pipeline): :func:`load_file` allocates one ``torch.uint8``
+  device buffer laid out like the file's data section and returns views of
+  it, filled by one ``memtier_safetensors_load_all`` call. Where CUDA cannot
+  be used it raises :class:`memtier.UnsupportedError` (naming the missing
+  piece, with :func:`memtier.gpu_info`'s text), never silently CPU tensors.
 
 dtype mapping (safetensors name -> torch / numpy): F64 F32 F16 -> float64
 float32 float16; BF16 -> bfloat16 (numpy: ml_dtypes.bfloat16 or uint16); I8
@@ -64,7 +68,7 @@ import weakref
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from . import _context, _dtypes, _errors, _ffi
-from ._context import TARGET_CPU, Context, PathType, _cpath, _fname
+from ._context import TARGET_CPU, TARGET_CUDA, Context, PathType, _cpath, _fname
 from ._errors import make_error
 
 __all__ = ["load_file", "safe_open", "TensorInfo", "SafeSlice"]
@@ -103,22 +107,42 @@ def _ctx(ctx: Optional[Context]) -> Context:
     return ctx if ctx is not None else _context.default_context()
 
 
-def _check_device(device: Any, where: str) -> None:
-    """Only the CPU: anything else raises UnsupportedError (never a silent CPU result)."""
+def _parse_device(device: Any, where: str) -> Optional[str]:
+    """None for the CPU, else the torch device string "cuda:N"; anything else
+    raises (UnsupportedError for other device types, never a silent CPU result)."""
     if device is None:
-        return
+        return None
+    if isinstance(device, bool):
+        raise TypeError(f"{where}: device must be a str, int or torch.device, got {device!r}")
+    if isinstance(device, int):
+        if device < 0:
+            raise ValueError(f"{where}: bad device {device!r}")
+        return f"cuda:{device}"
     s = str(device).strip().lower()
     if s == "cpu":
-        return
-    if isinstance(device, int) or s.startswith("cuda") or s.isdigit():
-        raise make_error(
-            _errors.ERR_UNSUPPORTED,
-            f"{where}: device {device!r}",
-            "CUDA is not in this build of MemTier (GPU loading is a later milestone)",
-            hint="load to device='cpu' and move the tensors with .to('cuda')",
-        )
+        return None
+    if s.isdigit():
+        return f"cuda:{int(s)}"
+    if s == "cuda" or s.startswith("cuda:"):
+        try:
+            target, index = _context._parse_device(s)
+        except ValueError:
+            raise ValueError(f"{where}: bad device {device!r}") from None
+        return f"cuda:{index}"
     raise make_error(_errors.ERR_UNSUPPORTED, f"{where}: device {device!r}",
-                     "only device='cpu' is supported")
+                     "only 'cpu' and 'cuda[:N]' are supported")
+
+
+def _cuda_setup(ctx: Context, device: Optional[str], framework: Optional[str], where: str) -> Any:
+    """For a CUDA device: check framework, torch.cuda and the library's CUDA
+    backend before anything is opened or allocated; returns torch."""
+    fw = None if framework is None else _FRAMEWORKS.get(str(framework).lower())
+    if framework is not None and fw is None:
+        raise ValueError(f"{where}: framework {framework!r} is not supported; use 'pt' (torch) or 'np' (numpy)")
+    if fw == "np":
+        raise ValueError(f"{where}: device {device!r} returns torch CUDA tensors; "
+                         "framework='np' cannot hold GPU memory (use framework='pt')")
+    return _context._require_cuda(ctx, f"{where}: device {device!r}")
 
 
 def _framework(framework: Optional[str], where: str) -> Tuple[str, Any]:
@@ -147,16 +171,27 @@ def _dtype_of(spec: str) -> _dtypes.DType:
         raise TypeError(f"memtier.safetensors: dtype {spec!r} has no Python mapping") from None
 
 
-def _alloc(info: TensorInfo, torch: Any) -> Tuple[Any, int]:
-    """A new, owning tensor/array for ``info`` and its data address (0 if empty)."""
+def _alloc(info: TensorInfo, torch: Any, device: Optional[str] = None) -> Tuple[Any, int]:
+    """A new, owning tensor/array for ``info`` (on ``device``, a torch CUDA
+    device string, or the CPU) and its data address (0 if empty)."""
     dt = _dtype_of(info.dtype)
     if torch is not None:
-        t = torch.empty(info.shape, dtype=_dtypes.torch_dtype(dt, torch))
+        t = torch.empty(info.shape, dtype=_dtypes.torch_dtype(dt, torch), device=device or "cpu")
         return t, (t.data_ptr() if info.nbytes else 0)
     import numpy as np
 
     a = np.empty(info.shape, dtype=_dtypes.numpy_dtype(dt))
     return a, (a.__array_interface__["data"][0] if info.nbytes else 0)
+
+
+def _span(infos: List["TensorInfo"]) -> Tuple[int, int]:
+    """(absolute offset of the first payload byte, bytes up to the end of the
+    last payload): the part of the data section a load reads."""
+    live = [i for i in infos if i.nbytes]
+    if not live:
+        return 0, 0
+    lo = min(i.offset for i in live)
+    return lo, max(i.offset + i.nbytes for i in live) - lo
 
 
 #: O_DIRECT's alignment unit that _alloc_all places its buffer at (the page).
@@ -205,6 +240,32 @@ def _alloc_all(infos: List["TensorInfo"], torch: Any) -> List[Tuple[Any, int]]:
             t = torch.frombuffer(raw, dtype=_dtypes.torch_dtype(dt, torch)).reshape(info.shape)
         else:
             t = raw.view(_dtypes.numpy_dtype(dt)).reshape(info.shape)
+        out.append((t, base + info.offset - lo))
+    return out
+
+
+def _alloc_all_device(infos: List["TensorInfo"], torch: Any, device: str) -> List[Tuple[Any, int]]:
+    """:func:`_alloc_all` on a CUDA device: one ``torch.uint8`` buffer from
+    torch's allocator, laid out like the data section and placed so each
+    byte's address equals its file offset modulo 4096 (GDS reads then start
+    aligned), tensors as dtype views of it (they keep it alive). A tensor
+    whose file offset is not a multiple of its element size gets its own
+    allocation (a dtype view there would be misaligned)."""
+    lo, span = _span(infos)
+    if not span:
+        return [_alloc(i, torch, device) for i in infos]
+    buf = torch.empty(span + _PAGE, dtype=torch.uint8, device=device)
+    shift = (lo - buf.data_ptr()) % _PAGE
+    region = buf[shift:shift + span]
+    base = region.data_ptr()
+    out: List[Tuple[Any, int]] = []
+    for info in infos:
+        dt = _dtype_of(info.dtype)
+        if not info.nbytes or info.offset % dt.itemsize:
+            out.append(_alloc(info, torch, device))
+            continue
+        raw = region[info.offset - lo:info.offset - lo + info.nbytes]
+        t = raw.view(_dtypes.torch_dtype(dt, torch)).reshape(info.shape)
         out.append((t, base + info.offset - lo))
     return out
 
@@ -289,46 +350,67 @@ class _Handle:
         except KeyError:
             raise KeyError(f"memtier.safetensors: no tensor named {name!r} in {_fname(self.path)}") from None
 
-    def load_one(self, i: int, torch: Any, where: str) -> Any:
+    def load_one(self, i: int, torch: Any, where: str, device: Optional[str] = None) -> Any:
         info = self.infos[i]
-        t, addr = _alloc(info, torch)
+        t, addr = _alloc(info, torch, device)
+        target = TARGET_CUDA if device else TARGET_CPU
         if info.nbytes:
             h = self.live()
             ffi = self.ctx._ffi
+            if device:
+                _context._sync_torch_stream(t)
             rc = self.ctx._lib.memtier_safetensors_load(h, i, ffi.cast("void *", addr), info.nbytes,
-                                                        TARGET_CPU)
+                                                        target)
             if rc:
-                self.ctx._fail(rc, f"{where}: tensor {info.name!r}", self.path)
+                self.ctx._fail(rc, f"{where}: tensor {info.name!r}", self.path, target)
         return t
 
-    def load_all(self, torch: Any, where: str) -> Dict[str, Any]:
-        """Every tensor, one memtier_safetensors_load_all call; dict in file order."""
+    def load_all(self, torch: Any, where: str, device: Optional[str] = None) -> Dict[str, Any]:
+        """Every tensor, one memtier_safetensors_load_all call; dict in file order.
+        ``device``: a torch CUDA device string, or None for host memory."""
+        n = len(self.infos)
+        if n == 0:
+            self.live()
+            return {}
+        if device:
+            pairs = _alloc_all_device(self.infos, torch, device)
+            for t, addr in pairs:
+                if addr:
+                    _context._sync_torch_stream(t)
+                    break
+        else:
+            pairs = _alloc_all(self.infos, torch)
+        self.read_all([addr for _, addr in pairs], TARGET_CUDA if device else TARGET_CPU, where)
+        return {info.name: t for info, (t, _) in zip(self.infos, pairs)}  # file (offset) order
+
+    def read_all(self, addrs: List[int], target: int, where: str) -> None:
+        """The read part of :meth:`load_all`: one memtier_safetensors_load_all
+        call, tensor ``i`` into address ``addrs[i]`` (0 = skip: zero-element
+        tensors), host memory or device memory (``target``). The caller owns
+        and keeps alive the memory; nothing here allocates a tensor."""
         import numpy as np
 
         h = self.live()
         ffi, lib = self.ctx._ffi, self.ctx._lib
         n = len(self.infos)
-        tensors: List[Any] = [None] * n
         if n == 0:
-            return {}
+            return
         dsts = ffi.new("void *[]", n)  # zero-filled: NULL = skip (zero-element tensors)
         results = ffi.new("int64_t[]", n)
-        for i, (t, addr) in enumerate(_alloc_all(self.infos, torch)):
-            tensors[i] = t
+        for i, addr in enumerate(addrs):
             if addr:
                 dsts[i] = ffi.cast("void *", addr)
-        rc = lib.memtier_safetensors_load_all(h, dsts, results, TARGET_CPU)
+        rc = lib.memtier_safetensors_load_all(h, dsts, results, target)
         if rc:
             detail = _ffi.error_texts(rc)[1]
             res = np.frombuffer(ffi.buffer(results), dtype=np.int64)
             bad = np.flatnonzero(res < 0)
-            if bad.size:
+            if bad.size and not (target == TARGET_CUDA and rc == _errors.ERR_UNSUPPORTED):
                 k = int(bad[0])
                 st = int(res[k])
                 raise make_error(st, f"{where}: tensor {self.infos[k].name!r}", detail,
                                  strerror=_ffi.strerror(st), filename=_fname(self.path), index=k)
-            raise make_error(rc, where, detail, strerror=_ffi.strerror(rc), filename=_fname(self.path))
-        return {info.name: t for info, t in zip(self.infos, tensors)}  # file (offset) order
+            self.ctx._fail(rc, where, self.path, target, detail)
 
     def check_unchanged(self, where: str) -> None:
         """Raise (like the library's "changed since open") if the file at the
@@ -354,8 +436,13 @@ def load_file(filename: PathType, device: Any = "cpu", *, framework: Optional[st
     ----------
     filename : str, bytes or os.PathLike
     device : str, int or torch.device
-        ``"cpu"`` only; anything else raises :class:`memtier.UnsupportedError`
-        (CUDA is not in this build), before any read.
+        ``"cpu"`` (default), or ``"cuda"``/``"cuda:N"`` (an int N means
+        ``"cuda:N"``): torch CUDA tensors, views of one device buffer laid
+        out like the file's data section, read by the library's CUDA target.
+        Needs torch.cuda and a library whose CUDA target is usable, checked
+        before the file is opened (:class:`memtier.UnsupportedError`
+        otherwise, with :func:`memtier.gpu_info`'s text). Other device types
+        raise :class:`memtier.UnsupportedError`.
     framework : {"pt", "torch", "np", "numpy"}, optional
         Result type. Default: torch tensors when torch is importable (and
         ``MEMTIER_PY_FORCE_NO_TORCH`` is not set), else numpy arrays.
@@ -383,7 +470,8 @@ def load_file(filename: PathType, device: Any = "cpu", *, framework: Optional[st
         A read failed, or the file changed while loading ("changed since
         open"); the message names the tensor.
     UnsupportedError
-        A device other than the CPU.
+        CUDA cannot be used (see ``device``), or a device type other than
+        cpu and cuda.
     ImportError
         ``framework="pt"`` without torch.
     TypeError
@@ -395,11 +483,38 @@ def load_file(filename: PathType, device: Any = "cpu", *, framework: Optional[st
     delivered when it returns). Thread-safe.
     """
     where = "memtier.safetensors.load_file"
-    _check_device(device, where)
-    _, torch = _framework(framework, where)
+    dev = _parse_device(device, where)
+    c = _ctx(ctx)
+    if dev:
+        torch = _cuda_setup(c, dev, framework, where)
+    else:
+        _, torch = _framework(framework, where)
+    h = _Handle(c, filename, where)
+    try:
+        return h.load_all(torch, where, dev)
+    finally:
+        h.close()
+
+
+def _load_all_to_pointer(filename: PathType, ptr: int, nbytes: int, *, target: int = TARGET_CUDA,
+                         ctx: Optional[Context] = None) -> Dict[str, Tuple[TensorInfo, int]]:
+    """Internal (the read part of ``load_file(device=...)``, without torch):
+    read every tensor of ``filename`` into the memory at address ``ptr``
+    (device memory for ``target`` TARGET_CUDA), laid out like the file's data
+    section from its first payload byte, with one memtier_safetensors_load_all
+    call. ``nbytes`` is the memory's size, checked against that span first.
+    Returns name -> (TensorInfo, byte offset of the tensor in the memory)."""
+    where = "memtier.safetensors._load_all_to_pointer"
     h = _Handle(_ctx(ctx), filename, where)
     try:
-        return h.load_all(torch, where)
+        lo, span = _span(h.infos)
+        if nbytes < span:
+            raise ValueError(f"{where}: the memory holds {nbytes} bytes, the tensors span {span}")
+        if span and not ptr:
+            raise ValueError(f"{where}: NULL destination")
+        rel = [i.offset - lo if i.nbytes else 0 for i in h.infos]
+        h.read_all([ptr + r if i.nbytes else 0 for i, r in zip(h.infos, rel)], target, where)
+        return {i.name: (i, r) for i, r in zip(h.infos, rel)}
     finally:
         h.close()
 
@@ -413,7 +528,8 @@ class safe_open:  # noqa: N801 - the name of the reference API
     framework : {"pt", "torch", "np", "numpy"}, optional
         Result type; default torch when importable, else numpy.
     device : str, int or torch.device
-        ``"cpu"`` only (:class:`memtier.UnsupportedError` otherwise).
+        ``"cpu"``, or ``"cuda"``/``"cuda:N"``: tensors are loaded straight
+        into GPU memory (as :func:`load_file`; slices too).
     ctx : Context, keyword-only, optional
         Default: the process's default context.
 
@@ -426,9 +542,13 @@ class safe_open:  # noqa: N801 - the name of the reference API
     def __init__(self, filename: PathType, framework: Optional[str] = None, device: Any = "cpu", *,
                  ctx: Optional[Context] = None) -> None:
         where = "memtier.safetensors.safe_open"
-        _check_device(device, where)
-        self._fw, self._torch = _framework(framework, where)
-        self._h = _Handle(_ctx(ctx), filename, where)
+        self._device = _parse_device(device, where)
+        c = _ctx(ctx)
+        if self._device:
+            self._fw, self._torch = "pt", _cuda_setup(c, self._device, framework, where)
+        else:
+            self._fw, self._torch = _framework(framework, where)
+        self._h = _Handle(c, filename, where)
         self._names = sorted(self._h.by_name)
 
     def __enter__(self) -> "safe_open":
@@ -472,11 +592,11 @@ class safe_open:  # noqa: N801 - the name of the reference API
         """
         self._h.live()
         return self._h.load_one(self._h.index(name), self._torch,
-                                "memtier.safetensors.safe_open.get_tensor")
+                                "memtier.safetensors.safe_open.get_tensor", self._device)
 
     def get_tensors(self) -> Dict[str, Any]:
         """Every tensor (one ``memtier_safetensors_load_all`` call), as :func:`load_file`."""
-        return self._h.load_all(self._torch, "memtier.safetensors.safe_open.get_tensors")
+        return self._h.load_all(self._torch, "memtier.safetensors.safe_open.get_tensors", self._device)
 
     def get_slice(self, name: str) -> "SafeSlice":
         """A lazy view of tensor ``name``; index it to read part of it (see :class:`SafeSlice`)."""
@@ -576,7 +696,7 @@ class SafeSlice:
 
         shape = (len(rows),) + tuple(info.shape[1:])
         out_info = TensorInfo(info.name, info.dtype, shape, 0, 1 if rows else 0)
-        out, addr = _alloc(out_info, torch)
+        out, addr = _alloc(out_info, torch, f._device)
         n0 = info.shape[0]
         row_bytes = info.nbytes // n0 if n0 else 0
         if rows and row_bytes:
@@ -591,7 +711,10 @@ class SafeSlice:
             from ._chunks import _load_rows
 
             h.check_unchanged(where)
-            _load_rows(h.ctx, h.path, offsets, sizes, dsts, where)
+            if f._device:
+                _context._sync_torch_stream(out)
+            _load_rows(h.ctx, h.path, offsets, sizes, dsts, where,
+                       TARGET_CUDA if f._device else TARGET_CPU)
             h.check_unchanged(where)
         res = out[0] if drop else out
         if rest:

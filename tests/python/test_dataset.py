@@ -172,12 +172,24 @@ def test_transform_applies_to_both_paths(tmp_path):
 
 def test_targets_and_options(tmp_path):
     index, data, _ = make_dataset_files(tmp_path, 4)
-    for t in ("cuda", "cuda:0", "CUDA:1"):
-        with pytest.raises(memtier.UnsupportedError) as ei:
-            DS(index, data, target=t)
-        assert isinstance(ei.value, NotImplementedError) and "cpu" in str(ei.value)
+    from memtier import _dtypes
+
+    torch = _dtypes.torch_module()
+    for t, want in (("cuda", "cuda:0"), ("cuda:0", "cuda:0"), ("CUDA:1", "cuda:1")):
+        if torch is None:  # CUDA tensors need torch: refused when built, naming torch.cuda
+            with pytest.raises(memtier.UnsupportedError) as ei:
+                DS(index, data, target=t)
+            assert isinstance(ei.value, NotImplementedError) and "torch.cuda" in str(ei.value)
+            continue
+        ds = DS(index, data, target=t)  # builds without touching CUDA
+        assert ds.target == want
+        if not torch.cuda.is_available():  # checked at the first read (tests/python/test_gpu_double.py)
+            with pytest.raises(memtier.UnsupportedError, match="torch.cuda"):
+                ds[0]
     with pytest.raises(ValueError):
         DS(index, data, target="tpu")
+    with pytest.raises(ValueError):
+        DS(index, data, target="cuda:x")
     with pytest.raises(TypeError):
         DS(index, data, context_options={"no_such_key": 1})
     ds = DS(index, data, context_options={"cache_bytes": 0, "io_threads": 2})

@@ -244,6 +244,28 @@ def test_w1_wheel_contents_and_tags(wheel):
         dyn = subprocess.run([readelf, "-d", lib], capture_output=True, text=True).stdout
         assert "Library soname: [libmemtier.so]" in dyn
         print("ELF FLAGS:", [ln.strip() for ln in dyn.splitlines() if "FLAGS" in ln])
+        # built with the CUDA and GDS backends by default, which add no link-time
+        # dependency: libcuda/libcufile are dlopen'ed at run time
+        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)
+        assert needed == ["libc.so.6"], needed
+        objdump = shutil.which("objdump")
+        if objdump:
+            r = subprocess.run(["sh", os.path.join(REPO, "tests", "abi", "check_elf.sh"),
+                                readelf, objdump, lib], capture_output=True, text=True)
+            assert r.returncode == 0, r.stdout + r.stderr
+    if os.environ.get("MEMTIER_GO_TAGS") is not None or os.environ.get("MEMTIER_PREBUILT_LIBRARY"):
+        return  # not the default build
+    # the default build has both GPU backends compiled in (MEMTIER_GO_TAGS unset)
+    site = os.path.join(os.path.dirname(wheel), "probe")
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    env = dict(os.environ, PYTHONPATH=site, MEMTIER_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
+    env.pop("MEMTIER_LIBRARY", None)
+    r = subprocess.run([sys.executable, "-c", "import memtier; print(memtier.gpu_info())"],
+                       capture_output=True, text=True, env=env, cwd=site, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "build_tags: [cuda gds]" in r.stdout, r.stdout
+    assert "cuda: GPU target unavailable" in r.stdout, r.stdout
 
 
 @pytest.mark.slow

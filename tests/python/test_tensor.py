@@ -137,6 +137,11 @@ def test_load_tensor_cuda_is_unsupported_with_a_clear_message(pfile, mode, monke
         monkeypatch.setenv("MEMTIER_PY_FORCE_NO_TORCH", "1")
     elif not has_torch:
         pytest.skip("torch not available")
+    else:
+        from memtier import _dtypes
+
+        if _dtypes.torch_module().cuda.is_available():
+            pytest.skip("torch.cuda is available: CUDA loads work (test_read_into_tensor_cuda_tensor)")
     path = pfile(4096)
     for dev in ("cuda", "cuda:0", "cuda:1"):
         with pytest.raises(memtier.UnsupportedError, match="CUDA support") as ei:
@@ -250,11 +255,13 @@ def test_read_into_tensor_torch_rejects_before_io(pfile, torch):
 
 def test_read_into_tensor_cuda_tensor(pfile, torch):
     if not torch.cuda.is_available():
-        pytest.skip("no CUDA device (the fake device array test covers the GPU target)")
+        pytest.skip("no CUDA device (tests/python/test_gpu_double.py covers the GPU target)")
     path = pfile(4096)
     t = torch.empty(16, dtype=torch.uint8, device="cuda")
-    with pytest.raises(memtier.UnsupportedError, match="CUDA support"):
-        memtier.read_into_tensor(path, 0, t)
+    assert memtier.read_into_tensor(path, 3, t) is t
+    assert bytes(t.cpu().tolist()) == pbytes(3, 16)
+    u = memtier.load_tensor(path, 5, (4,), "uint8", device="cuda:0")
+    assert u.device == torch.device("cuda", 0) and bytes(u.cpu().tolist()) == pbytes(5, 4)
 
 
 def test_read_into_tensor_every_torch_dtype(rawfile, torch):
