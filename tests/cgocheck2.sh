@@ -23,7 +23,10 @@ if grep -q '^MEMTIER_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; t
   gpu_tests=(test_gpu_staged test_gpu_hbm)
   [[ $t == *gds* ]] && gpu_tests+=(test_gpu_gds)
 fi
-(cd "$root" && GOFLAGS=-buildvcs=false CGO_CFLAGS="-I$root/include" GOEXPERIMENT=cgocheck2 \
+# The header's hash in CGO_CFLAGS: Go's build cache does not hash headers from
+# outside the package folder (cmake/RunGo.cmake says more).
+hsum=$(sha256sum "$root/include/memtier.h" | cut -c1-16)
+(cd "$root" && GOFLAGS=-buildvcs=false CGO_CFLAGS="-O2 -g -I$root/include -DMEMTIER_H_SHA256_16=0x$hsum" GOEXPERIMENT=cgocheck2 \
   go build "${tags[@]}" -buildmode=c-shared -trimpath -ldflags=-extldflags=-Wl,-soname,libmemtier.so \
   -o "$out/libmemtier.so" ./capi)
 fail=0

@@ -67,7 +67,7 @@ def _pairs(chunks: Any) -> Any:
             raise TypeError(
                 "chunks must be an iterable of (offset, size) pairs or an (n, 2) integer array, "
                 f"got {type(chunks).__name__}") from None
-    arr = _context._ranges_array(chunks)
+    arr = _context._ranges_array(chunks, "chunk")
     if arr.shape[0] and int(arr[:, 1].max()) >= 1 << 63:
         bad = int(np.flatnonzero(arr[:, 1] >= np.uint64(1 << 63))[0])
         raise ValueError(f"chunk {bad} has a size of 2**63 bytes or more: {int(arr[bad, 1])}")

@@ -1316,31 +1316,49 @@ def _iov_dtype(ffi: Any) -> Any:
     return _IOV_DTYPE
 
 
-def _ranges_array(ranges: Any) -> Any:
+def _ranges_array(ranges: Any, what: str = "range") -> Any:
+    """``ranges`` as an (N, 2) uint64 array of (offset, size) pairs.
+
+    Only integers are accepted (numpy integer arrays, or sequences of Python
+    ints): a float or a numeric string would silently be truncated or parsed
+    into another offset. ``what`` names one element in messages ("range" for
+    readv, "chunk" for load_chunks). Raises TypeError or ValueError.
+    """
     import numpy as np
 
-    if isinstance(ranges, np.ndarray):
-        arr = ranges
-        if arr.size == 0:
-            arr = arr.reshape(0, 2)
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"ranges must be an integer array, got dtype {arr.dtype}")
-    else:
+    plural = what + "s"
+    if isinstance(ranges, (str, bytes)):
+        raise TypeError(f"{plural} must be a sequence of (offset, size) integer pairs, not {type(ranges).__name__}")
+    arr = ranges if isinstance(ranges, np.ndarray) else None
+    if arr is None:
+        if not isinstance(ranges, (list, tuple)):
+            try:
+                ranges = list(ranges)  # an iterator is read once
+            except TypeError:
+                raise TypeError(f"{plural} must be a sequence of (offset, size) integer pairs, "
+                                f"not {type(ranges).__name__}") from None
         try:
-            arr = np.array(ranges, dtype=np.int64)
+            arr = np.array(ranges)
         except (TypeError, ValueError, OverflowError) as e:
-            # values above 2**63: go through uint64
+            raise ValueError(f"{plural} must be a sequence of (offset, size) integer pairs: {e}") from None
+        if arr.size == 0:
+            return np.zeros((0, 2), dtype=np.uint64)
+        if arr.dtype.kind in "fO" and arr.ndim == 2 and all(
+                isinstance(x, (int, np.integer)) for pair in ranges for x in pair):
+            # Python ints above 2**63 - 1 make numpy pick float64 or object
             try:
                 arr = np.array(ranges, dtype=np.uint64)
-            except Exception:
-                raise ValueError(f"ranges must be a sequence of (offset, size) integer pairs: {e}") from None
-        if arr.size == 0:
-            arr = arr.reshape(0, 2)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise ValueError(f"{plural} must be (offset, size) pairs of 64-bit integers: {e}") from None
+    if arr.size == 0:
+        arr = arr.reshape(0, 2)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{plural} must be (offset, size) integer pairs, got {arr.dtype} values")
     if arr.ndim != 2 or arr.shape[1] != 2:
-        raise ValueError(f"ranges must have shape (N, 2), got {arr.shape}")
+        raise ValueError(f"{plural} must have shape (N, 2), got {arr.shape}")
     if arr.dtype.kind == "i" and arr.size and int(arr.min()) < 0:
         bad = int(np.argwhere(arr < 0)[0][0])
-        raise ValueError(f"range {bad} has a negative offset or size: {tuple(arr[bad].tolist())}")
+        raise ValueError(f"{what} {bad} has a negative offset or size: {tuple(arr[bad].tolist())}")
     return arr.astype(np.uint64, copy=False)
 
 

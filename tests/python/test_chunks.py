@@ -64,10 +64,23 @@ def test_load_chunks_bad_arguments(pfile):
     path = pfile(4096)
     with pytest.raises(ValueError, match="shape"):
         memtier.load_chunks(path, [(1, 2, 3)])
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match="chunk 1 has a negative offset or size"):
         memtier.load_chunks(path, [(0, 1), (-1, 2)])
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="chunks must be .*got int"):
         memtier.load_chunks(path, 5)
+    # Floats and numeric strings were truncated or parsed into other offsets
+    # (a fresh user's finding): only integers are accepted.
+    for bad in ([(0.9, 10.7)], [("5", "3")], np.array([[0.0, 1.0]]), "abc"):
+        with pytest.raises(TypeError, match="chunks must be"):
+            memtier.load_chunks(path, bad)
+    with pytest.raises((TypeError, ValueError), match="integer"):
+        memtier.readv(path, [(0.5, 1)])
+    with pytest.raises(TypeError, match="ranges must be"):
+        memtier.readv(path, np.array([[0.5, 1.0]]))
+    # Python ints above 2**63 - 1 are still integers (then refused by the library).
+    with pytest.raises(memtier.InvalidArgumentError, match="beyond the largest file offset"):
+        memtier.load_chunks(path, [(2**63, 1)])
+    assert [a.tobytes() for a in memtier.load_chunks(path, iter([(1, 2)]))] == [pbytes(1, 2)]
     with pytest.raises(ValueError, match="2 buffers for 3 chunks"):
         memtier.load_chunks(path, [(0, 1)] * 3, out=[bytearray(1)] * 2)
     with pytest.raises(ValueError, match=r"out\[1\] holds 3 bytes, chunk 1 needs 4"):

@@ -16,6 +16,7 @@ need it, saying so.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -471,8 +472,11 @@ def cpu_only_library(tmp_path_factory):
     if go is None:
         pytest.skip("Go is not installed (needed to build a CPU-only libmemtier.so)")
     out = str(tmp_path_factory.mktemp("cpu_lib") / "libmemtier.so")
+    header = os.path.join(REPO, "include", "memtier.h")
+    with open(header, "rb") as f:  # keys Go's cache to the header (see setup.py)
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
     env = dict(os.environ, CGO_ENABLED="1", GOFLAGS="-buildvcs=false",
-               CGO_CFLAGS="-O2 -g -I" + os.path.join(REPO, "include"))
+               CGO_CFLAGS=f"-O2 -g -I{os.path.dirname(header)} -DMEMTIER_H_SHA256_16=0x{digest}")
     r = subprocess.run([go, "build", "-buildmode=c-shared", "-trimpath",
                         "-ldflags=-extldflags=-Wl,-soname,libmemtier.so", "-o", out, "./capi"],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
