@@ -126,10 +126,11 @@ func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, r
 	return nil
 }
 
-// run opens the file once and serves the valid chunks.
-func (l *chunkLoad) run(path string, valid []int, want uint64) {
-	c := l.c
-	f, err := c.acquire(path)
+// open acquires path for the valid chunks, checking it is still version
+// want (0: any). On failure every valid chunk fails with the error and open
+// returns nil; otherwise the caller releases the file.
+func (l *chunkLoad) open(path string, valid []int, want uint64) *files.File {
+	f, err := l.c.acquire(path)
 	if err == nil && want != 0 && f.ID != want {
 		f.Release()
 		err = errChanged(path)
@@ -138,6 +139,16 @@ func (l *chunkLoad) run(path string, valid []int, want uint64) {
 		for _, i := range valid {
 			l.fail(i, err)
 		}
+		return nil
+	}
+	return f
+}
+
+// run opens the file once and serves the valid chunks.
+func (l *chunkLoad) run(path string, valid []int, want uint64) {
+	c := l.c
+	f := l.open(path, valid, want)
+	if f == nil {
 		return
 	}
 	defer f.Release()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/iopath"
 	"github.com/memtier/memtier/runtime/policy"
 )
@@ -36,17 +37,11 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 		d.Reason = fmt.Sprintf("row %d: %s", d.Row, d.Reason)
 		return Explanation{Decision: d}, nil
 	}
-	if err := checkRange("explain", path, off, size, int(min(size, 1<<62)), flags); err != nil {
-		return Explanation{}, err
-	}
-	f, err := c.acquire(path)
+	f, err := c.explainFile(path, off, size, flags)
 	if err != nil {
 		return Explanation{}, err
 	}
 	defer f.Release()
-	if err := checkEOF(f, off, size); err != nil {
-		return Explanation{}, err
-	}
 	var ex Explanation
 	if c.cache != nil {
 		bs := c.cache.BlockSize()
@@ -102,17 +97,11 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 		d.Reason = fmt.Sprintf("row %d: %s", d.Row, d.Reason)
 		return Explanation{Decision: d}, nil
 	}
-	if err := checkRange("explain", path, off, size, int(min(size, 1<<62)), flags); err != nil {
-		return Explanation{}, err
-	}
-	f, err := c.acquire(path)
+	f, err := c.explainFile(path, off, size, flags)
 	if err != nil {
 		return Explanation{}, err
 	}
 	defer f.Release()
-	if err := checkEOF(f, off, size); err != nil {
-		return Explanation{}, err
-	}
 	var ex Explanation
 	var hbmBytes uint64
 	h := c.gpu.hbm.Load()
@@ -174,4 +163,22 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 	}
 	ex.Reason = fmt.Sprintf("row %d: %s", ex.Row, reason)
 	return ex, rerr
+}
+
+// explainFile checks the range and opens path as the read would, so explain
+// fails with the status the read would fail with before any I/O. The caller
+// releases the file.
+func (c *Context) explainFile(path string, off, size uint64, flags uint32) (*files.File, error) {
+	if err := checkRange("explain", path, off, size, int(min(size, 1<<62)), flags); err != nil {
+		return nil, err
+	}
+	f, err := c.acquire(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEOF(f, off, size); err != nil {
+		f.Release()
+		return nil, err
+	}
+	return f, nil
 }

@@ -550,15 +550,8 @@ func (c *Context) readvGPU(v []IOVec, idx []int) {
 // ones), IOThreads at a time.
 func (l *chunkLoad) runGPU(path string, valid []int, want uint64) {
 	c := l.c
-	f, err := c.acquire(path)
-	if err == nil && want != 0 && f.ID != want {
-		f.Release()
-		err = errChanged(path)
-	}
-	if err != nil {
-		for _, i := range valid {
-			l.fail(i, err)
-		}
+	f := l.open(path, valid, want)
+	if f == nil {
 		return
 	}
 	defer f.Release()
