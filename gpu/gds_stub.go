@@ -30,7 +30,9 @@ func OpenGDS(st *Stats) (*GDS, error) { return nil, gdsStubError() }
 func GDSReason() string { return gdsStubError().Detail }
 
 // Read fails with KindUnavailable in this build.
-func (g *GDS) Read(fd int, dst uintptr, size uint64, fileOff int64) (int64, error) { return 0, gdsStubError() }
+func (g *GDS) Read(fd int, dst uintptr, size uint64, fileOff int64) (int64, error) {
+	return 0, gdsStubError()
+}
 
 // Forget does nothing in this build.
 func (g *GDS) Forget(fd int) {}

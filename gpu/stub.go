@@ -43,7 +43,9 @@ type PointerInfo struct {
 }
 
 // InspectPointer fails with KindUnavailable in this build.
-func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) { return PointerInfo{}, unavailable() }
+func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
+	return PointerInfo{}, unavailable()
+}
 
 // PointerDevice fails with KindUnavailable in this build.
 func PointerDevice(ptr uintptr) (int, error) { return 0, unavailable() }
@@ -72,7 +74,9 @@ func NewStager(opts StagerOptions) (*Stager, error) {
 func (s *Stager) Options() StagerOptions { return s.opts }
 
 // ReadToDevice fails with KindUnavailable in this build.
-func (s *Stager) ReadToDevice(dst uintptr, size uint64, read ReadFunc, fileOff uint64) error { return unavailable() }
+func (s *Stager) ReadToDevice(dst uintptr, size uint64, read ReadFunc, fileOff uint64) error {
+	return unavailable()
+}
 
 // CopyToDevice fails with KindUnavailable in this build.
 func (s *Stager) CopyToDevice(dst uintptr, src []byte) error { return unavailable() }
@@ -109,7 +113,9 @@ func (c *HBMCache) Fill(key BlockKey, n uint64, fill func(dst uintptr) error) (b
 func (c *HBMCache) Insert(key BlockKey, src []byte) (bool, error) { return false, unavailable() }
 
 // Lookup always misses in this build.
-func (c *HBMCache) Lookup(key BlockKey, blockOff uint64, dst uintptr, n uint64) (bool, error) { return false, nil }
+func (c *HBMCache) Lookup(key BlockKey, blockOff uint64, dst uintptr, n uint64) (bool, error) {
+	return false, nil
+}
 
 // Contains is always false in this build.
 func (c *HBMCache) Contains(key BlockKey) (uint64, bool) { return 0, false }
