@@ -52,51 +52,44 @@ struct mt_cuda {
 
 static struct mt_cuda mt_cu;
 
+// dl_cgo.go's loader, shared with gds_cgo.go.
+struct mt_dl_sym { void **slot; const char *name; };
+int mt_dl_load(const char *path, void **lib, const struct mt_dl_sym *syms, size_t n, const char *hint,
+               char *err, size_t errlen);
+
 // Loads path and resolves every symbol; fills mt_cu only when all are there.
 // Returns 0, or -1 (dlopen failed) / -2 (a symbol is missing) with err set.
 // A library that loaded is never unloaded.
 static int mt_cuda_load(const char *path, char *err, size_t errlen) {
 	struct mt_cuda t;
 	memset(&t, 0, sizeof t);
-	dlerror();
-	t.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!t.lib) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e ? e : "dlopen failed");
-		return -1;
-	}
-#define MT_SYM(field, name)                                                     \
-	do {                                                                        \
-		*(void **)&t.field = dlsym(t.lib, name);                                \
-		if (!t.field) {                                                         \
-			snprintf(err, errlen, "symbol %s not found (driver too old?)", name); \
-			return -2;                                                          \
-		}                                                                       \
-	} while (0)
-	MT_SYM(cuInit, "cuInit");
-	MT_SYM(cuDriverGetVersion, "cuDriverGetVersion");
-	MT_SYM(cuDeviceGetCount, "cuDeviceGetCount");
-	MT_SYM(cuDeviceGet, "cuDeviceGet");
-	MT_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-	MT_SYM(cuCtxGetCurrent, "cuCtxGetCurrent");
-	MT_SYM(cuCtxSetCurrent, "cuCtxSetCurrent");
-	MT_SYM(cuPointerGetAttribute, "cuPointerGetAttribute");
-	MT_SYM(cuMemAlloc, "cuMemAlloc_v2");
-	MT_SYM(cuMemFree, "cuMemFree_v2");
-	MT_SYM(cuMemHostRegister, "cuMemHostRegister_v2");
-	MT_SYM(cuMemHostUnregister, "cuMemHostUnregister");
-	MT_SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-	MT_SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-	MT_SYM(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
-	MT_SYM(cuStreamCreate, "cuStreamCreate");
-	MT_SYM(cuStreamSynchronize, "cuStreamSynchronize");
-	MT_SYM(cuStreamDestroy, "cuStreamDestroy_v2");
-	MT_SYM(cuEventCreate, "cuEventCreate");
-	MT_SYM(cuEventRecord, "cuEventRecord");
-	MT_SYM(cuEventSynchronize, "cuEventSynchronize");
-	MT_SYM(cuEventDestroy, "cuEventDestroy_v2");
-#undef MT_SYM
-	*(void **)&t.cuGetErrorName = dlsym(t.lib, "cuGetErrorName");
+	const struct mt_dl_sym syms[] = {
+		{(void **)&t.cuInit, "cuInit"},
+		{(void **)&t.cuDriverGetVersion, "cuDriverGetVersion"},
+		{(void **)&t.cuDeviceGetCount, "cuDeviceGetCount"},
+		{(void **)&t.cuDeviceGet, "cuDeviceGet"},
+		{(void **)&t.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+		{(void **)&t.cuCtxGetCurrent, "cuCtxGetCurrent"},
+		{(void **)&t.cuCtxSetCurrent, "cuCtxSetCurrent"},
+		{(void **)&t.cuPointerGetAttribute, "cuPointerGetAttribute"},
+		{(void **)&t.cuMemAlloc, "cuMemAlloc_v2"},
+		{(void **)&t.cuMemFree, "cuMemFree_v2"},
+		{(void **)&t.cuMemHostRegister, "cuMemHostRegister_v2"},
+		{(void **)&t.cuMemHostUnregister, "cuMemHostUnregister"},
+		{(void **)&t.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
+		{(void **)&t.cuMemcpyDtoH, "cuMemcpyDtoH_v2"},
+		{(void **)&t.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
+		{(void **)&t.cuStreamCreate, "cuStreamCreate"},
+		{(void **)&t.cuStreamSynchronize, "cuStreamSynchronize"},
+		{(void **)&t.cuStreamDestroy, "cuStreamDestroy_v2"},
+		{(void **)&t.cuEventCreate, "cuEventCreate"},
+		{(void **)&t.cuEventRecord, "cuEventRecord"},
+		{(void **)&t.cuEventSynchronize, "cuEventSynchronize"},
+		{(void **)&t.cuEventDestroy, "cuEventDestroy_v2"},
+	};
+	int rc = mt_dl_load(path, &t.lib, syms, sizeof syms / sizeof syms[0], " (driver too old?)", err, errlen);
+	if (rc != 0) return rc;
+	*(void **)&t.cuGetErrorName = dlsym(t.lib, "cuGetErrorName"); // optional
 	mt_cu = t;
 	return 0;
 }

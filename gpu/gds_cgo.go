@@ -10,11 +10,8 @@ package gpu
 // value of a CUfileOpError.
 
 /*
-#cgo LDFLAGS: -ldl
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -35,29 +32,23 @@ struct mt_cufile {
 };
 static struct mt_cufile mt_cf;
 
+// dl_cgo.go's loader, shared with cuda_cgo.go.
+struct mt_dl_sym { void **slot; const char *name; };
+int mt_dl_load(const char *path, void **lib, const struct mt_dl_sym *syms, size_t n, const char *hint,
+               char *err, size_t errlen);
+
+// As mt_cuda_load: fills mt_cf only when every symbol is there; 0, -1 or -2.
 static int mt_cufile_load(const char *path, char *err, size_t errlen) {
 	struct mt_cufile t;
 	memset(&t, 0, sizeof t);
-	dlerror();
-	t.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!t.lib) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e ? e : "dlopen failed");
-		return -1;
-	}
-#define MT_SYM(field, name)                                          \
-	do {                                                             \
-		*(void **)&t.field = dlsym(t.lib, name);                     \
-		if (!t.field) {                                              \
-			snprintf(err, errlen, "symbol %s not found", name);      \
-			return -2;                                               \
-		}                                                            \
-	} while (0)
-	MT_SYM(driverOpen, "cuFileDriverOpen");
-	MT_SYM(handleRegister, "cuFileHandleRegister");
-	MT_SYM(handleDeregister, "cuFileHandleDeregister");
-	MT_SYM(read, "cuFileRead");
-#undef MT_SYM
+	const struct mt_dl_sym syms[] = {
+		{(void **)&t.driverOpen, "cuFileDriverOpen"},
+		{(void **)&t.handleRegister, "cuFileHandleRegister"},
+		{(void **)&t.handleDeregister, "cuFileHandleDeregister"},
+		{(void **)&t.read, "cuFileRead"},
+	};
+	int rc = mt_dl_load(path, &t.lib, syms, sizeof syms / sizeof syms[0], "", err, errlen);
+	if (rc != 0) return rc;
 	mt_cf = t;
 	return 0;
 }

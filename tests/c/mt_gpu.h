@@ -172,4 +172,41 @@ MT_FN memtier_stats_t mt_stats_delta(const memtier_stats_t* a, const memtier_sta
     return d;
 }
 
+/* The stats a checked CUDA read (mt_gpu_read_checked) moved. */
+MT_FN memtier_stats_t mt_gpu_read_delta(memtier_ctx_t* ctx, const char* path, uint64_t off, uint64_t n,
+                                        mt_cu_ptr dst, uint8_t* host) {
+    memtier_stats_t a = mt_stats(ctx), b;
+    mt_gpu_read_checked(ctx, path, off, n, dst, host);
+    b = mt_stats(ctx);
+    return mt_stats_delta(&a, &b);
+}
+
+/* One mode of a test with modes: argv[1] names it. */
+typedef struct {
+    const char* name;
+    void (*run)(void);
+} mt_gpu_mode_t;
+
+/* The whole main() of a test with modes, so they all start and end alike:
+ * opens the driver (or skips), allocates size bytes of host memory (*host)
+ * and of device memory (*dev) for the modes to read into, runs the mode
+ * argv[1] names (the first one without argv[1]; an unknown name fails), frees
+ * both and passes. */
+MT_FN int mt_gpu_main(const char* test, int argc, char** argv, const mt_gpu_mode_t* modes, size_t nmodes,
+                      size_t size, uint8_t** host, mt_cu_ptr* dev) {
+    const char* mode = argc > 1 ? argv[1] : modes[0].name;
+    size_t i = 0;
+    mt_begin(test);
+    mt_gpu_open();
+    *host = mt_alloc(size);
+    *dev = mt_gpu_alloc(size);
+    while (i < nmodes && strcmp(mode, modes[i].name) != 0) i++;
+    if (i == nmodes) MT_FAIL("unknown mode %s", mode);
+    modes[i].run();
+    mt_gpu_free(*dev);
+    free(*host);
+    mt_pass();
+    return 0;
+}
+
 #endif /* MT_GPU_H */

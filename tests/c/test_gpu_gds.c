@@ -38,11 +38,9 @@ static memtier_ctx_t* ctx_mode(int mode) {
     return mt_init_cfg(&cfg);
 }
 
+/* The stats one checked read into dev moved. */
 static memtier_stats_t read_delta(memtier_ctx_t* ctx, const char* path, uint64_t off, uint64_t n) {
-    memtier_stats_t a = mt_stats(ctx), b;
-    mt_gpu_read_checked(ctx, path, off, n, dev, host);
-    b = mt_stats(ctx);
-    return mt_stats_delta(&a, &b);
+    return mt_gpu_read_delta(ctx, path, off, n, dev, host);
 }
 
 static void explain(memtier_ctx_t* ctx, const char* path, uint64_t off, uint64_t n, int want,
@@ -228,23 +226,12 @@ static void run_nocufile(void) {
 }
 
 int main(int argc, char** argv) {
-    const char* mode = argc > 1 ? argv[1] : "auto";
-    mt_begin("test_gpu_gds");
-    mt_gpu_open();
-    host = mt_alloc(FILE_SIZE);
-    dev = mt_gpu_alloc(FILE_SIZE);
-    if (strcmp(mode, "auto") == 0)
-        run_auto();
-    else if (strcmp(mode, "required") == 0)
-        run_required();
-    else if (strcmp(mode, "nodriver") == 0)
-        run_nodriver();
-    else if (strcmp(mode, "nocufile") == 0)
-        run_nocufile();
-    else
-        MT_FAIL("unknown mode %s", mode);
-    mt_gpu_free(dev);
-    free(host);
-    mt_pass();
-    return 0;
+    static const mt_gpu_mode_t modes[] = {
+        {"auto", run_auto},
+        {"required", run_required},
+        {"nodriver", run_nodriver},
+        {"nocufile", run_nocufile},
+    };
+    return mt_gpu_main("test_gpu_gds", argc, argv, modes, sizeof modes / sizeof modes[0], FILE_SIZE, &host,
+                       &dev);
 }

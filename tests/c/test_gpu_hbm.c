@@ -40,11 +40,9 @@ static memtier_ctx_t* hbm_ctx(uint64_t budget) {
     return mt_init_cfg(&cfg);
 }
 
+/* The stats one checked read into dev moved. */
 static memtier_stats_t read_delta(memtier_ctx_t* ctx, const char* path, uint64_t off, uint64_t n) {
-    memtier_stats_t a = mt_stats(ctx), b;
-    mt_gpu_read_checked(ctx, path, off, n, dev, host);
-    b = mt_stats(ctx);
-    return mt_stats_delta(&a, &b);
+    return mt_gpu_read_delta(ctx, path, off, n, dev, host);
 }
 
 /* Q pattern: another content of the same size, for the rewrite. */
@@ -227,21 +225,7 @@ static void run_off(void) {
 }
 
 int main(int argc, char** argv) {
-    const char* mode = argc > 1 ? argv[1] : "main";
-    mt_begin("test_gpu_hbm");
-    mt_gpu_open();
-    host = mt_alloc(FILE_SIZE);
-    dev = mt_gpu_alloc(FILE_SIZE);
-    if (strcmp(mode, "main") == 0)
-        run_main();
-    else if (strcmp(mode, "env") == 0)
-        run_env();
-    else if (strcmp(mode, "off") == 0)
-        run_off();
-    else
-        MT_FAIL("unknown mode %s", mode);
-    mt_gpu_free(dev);
-    free(host);
-    mt_pass();
-    return 0;
+    static const mt_gpu_mode_t modes[] = {{"main", run_main}, {"env", run_env}, {"off", run_off}};
+    return mt_gpu_main("test_gpu_hbm", argc, argv, modes, sizeof modes / sizeof modes[0], FILE_SIZE, &host,
+                       &dev);
 }

@@ -18,6 +18,7 @@
  * Switches (environment, read at each call) and counters: README.md.
  */
 #define _GNU_SOURCE
+#include "fake_common.h"
 #include "fake_cuda_double.h"
 
 #include <pthread.h>
@@ -25,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
 #define MAX_DEVICES 8
 #define CTX_MAGIC 0x43545831u
 #define STREAM_MAGIC 0x5354524du
@@ -91,17 +91,7 @@ struct region {
   X(failed_host_registers) X(failed_syncs) X(bug_freed_while_inflight)        \
   X(bug_unregistered_while_inflight) X(bug_unregister_busy)
 
-enum {
-#define X(n) S_##n,
-  STATS(X)
-#undef X
-  S_COUNT
-};
-static const char *const stat_names[] = {
-#define X(n) #n,
-    STATS(X)
-#undef X
-};
+FAKE_STATS(STATS);
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static long long stats[S_COUNT];
@@ -117,13 +107,6 @@ static __thread CUcontext current;
 static struct region *regions;
 static size_t nregions, capregions;
 
-static long env_long(const char *name, long def) {
-  const char *v = getenv(name);
-  if (!v || !*v) return def;
-  char *end;
-  long x = strtol(v, &end, 0);
-  return *end ? def : x;
-}
 static int deferred(void) { return env_long("FAKE_CUDA_DEFER_COPIES", 0) != 0; }
 
 /* An injected failure: FAKE_..._AFTER=N lets the first N calls succeed. */
@@ -208,6 +191,18 @@ static int need_context(void) {
   return CUDA_SUCCESS;
 }
 
+/* The argument checks of the device and context queries, in the driver's
+ * order: CUDA_ERROR_NOT_INITIALIZED before cuInit, CUDA_ERROR_INVALID_VALUE
+ * for a NULL out pointer, then (need_device) CUDA_ERROR_INVALID_DEVICE for an
+ * ordinal that is not a fake device. */
+static CUresult need_out(const void *out) {
+  return !initialized ? CUDA_ERROR_NOT_INITIALIZED : !out ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+static CUresult need_device(const void *out, int ordinal) {
+  CUresult r = need_out(out);
+  return r == CUDA_SUCCESS && (ordinal < 0 || ordinal >= ndevices) ? CUDA_ERROR_INVALID_DEVICE : r;
+}
+
 static int enqueue_copy(CUstream s, void *dst, const void *src, size_t n, int src_pinned, int can_defer) {
   struct op *o = calloc(1, sizeof *o);
   if (!o) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -251,12 +246,7 @@ EXPORT int fake_cuda_device_range_ok(CUdeviceptr p, size_t n) {
 EXPORT CUcontext fake_cuda_current_context(void) { return current; }
 
 EXPORT long long fake_cuda_stat(const char *name) {
-  long long v = -1;
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < S_COUNT; i++)
-    if (strcmp(stat_names[i], name) == 0) v = stats[i];
-  pthread_mutex_unlock(&mu);
-  return v;
+  return stat_lookup(&mu, stats, stat_names, S_COUNT, name);
 }
 
 /* Zeroes the counters (the live gauges keep their values) and the
@@ -339,7 +329,7 @@ EXPORT CUresult cuDriverGetVersion(int *v) {
 EXPORT CUresult cuDeviceGetCount(int *n) {
   pthread_mutex_lock(&mu);
   bump(S_calls_cuDeviceGetCount, 1);
-  CUresult r = !initialized ? CUDA_ERROR_NOT_INITIALIZED : !n ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  CUresult r = need_out(n);
   if (r == CUDA_SUCCESS) *n = ndevices;
   pthread_mutex_unlock(&mu);
   return r;
@@ -348,10 +338,7 @@ EXPORT CUresult cuDeviceGetCount(int *n) {
 EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
   pthread_mutex_lock(&mu);
   bump(S_calls_cuDeviceGet, 1);
-  CUresult r = !initialized                            ? CUDA_ERROR_NOT_INITIALIZED
-               : !d                                    ? CUDA_ERROR_INVALID_VALUE
-               : (ordinal < 0 || ordinal >= ndevices) ? CUDA_ERROR_INVALID_DEVICE
-                                                       : CUDA_SUCCESS;
+  CUresult r = need_device(d, ordinal);
   if (r == CUDA_SUCCESS) *d = ordinal;
   pthread_mutex_unlock(&mu);
   return r;
@@ -360,10 +347,7 @@ EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   pthread_mutex_lock(&mu);
   bump(S_calls_cuDevicePrimaryCtxRetain, 1);
-  CUresult r = !initialized                ? CUDA_ERROR_NOT_INITIALIZED
-               : !c                        ? CUDA_ERROR_INVALID_VALUE
-               : (d < 0 || d >= ndevices) ? CUDA_ERROR_INVALID_DEVICE
-                                           : CUDA_SUCCESS;
+  CUresult r = need_device(c, d);
   if (r == CUDA_SUCCESS) *c = &primary[d];
   pthread_mutex_unlock(&mu);
   return r;
@@ -372,7 +356,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
 EXPORT CUresult cuCtxGetCurrent(CUcontext *c) {
   pthread_mutex_lock(&mu);
   bump(S_calls_cuCtxGetCurrent, 1);
-  CUresult r = !initialized ? CUDA_ERROR_NOT_INITIALIZED : !c ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  CUresult r = need_out(c);
   if (r == CUDA_SUCCESS) *c = current;
   pthread_mutex_unlock(&mu);
   return r;

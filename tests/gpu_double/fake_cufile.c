@@ -12,6 +12,7 @@
  * of a CUfileOpError. Switches and counters: README.md.
  */
 #define _GNU_SOURCE
+#include "fake_common.h"
 #include "fake_cuda_double.h"
 
 #include <errno.h>
@@ -24,7 +25,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
 #define HANDLE_MAGIC 0x46484e44u
 
 /* cufile.h values. */
@@ -70,40 +70,17 @@ typedef struct fake_handle *CUfileHandle_t;
   X(failed_reads) X(no_context_errors) X(bad_pointer_errors) X(unsupported_fs)    \
   X(bug_read_unregistered)
 
-enum {
-#define X(n) S_##n,
-  STATS(X)
-#undef X
-  S_COUNT
-};
-static const char *const stat_names[] = {
-#define X(n) #n,
-    STATS(X)
-#undef X
-};
+FAKE_STATS(STATS);
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static long long stats[S_COUNT];
 static long long n_reads;
 static struct fake_handle *handles;
 
-static long env_long(const char *name, long def) {
-  const char *v = getenv(name);
-  if (!v || !*v) return def;
-  char *end;
-  long x = strtol(v, &end, 0);
-  return *end ? def : x;
-}
-
 static CUfileError_t status(int err, int cu_err) { return (CUfileError_t){err, cu_err}; }
 
 EXPORT long long fake_cufile_stat(const char *name) {
-  long long v = -1;
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < S_COUNT; i++)
-    if (strcmp(stat_names[i], name) == 0) v = stats[i];
-  pthread_mutex_unlock(&mu);
-  return v;
+  return stat_lookup(&mu, stats, stat_names, S_COUNT, name);
 }
 
 /* Zeroes the counters (the driver_open and handles_live gauges keep their
