@@ -60,7 +60,9 @@ CHUNK_BYTES = 64 << 20
 _SMALL_READV = 64
 
 _DIRECT_MODES = {"auto": 0, "off": 1, "always": 2, "required": 3}
-_DIRECT_NAMES = {v: k for k, v in _DIRECT_MODES.items()}
+_GDS_MODES = {"auto": 0, "off": 1, "required": 2}  # MEMTIER_GDS_*
+#: Config keys given by name (as the MEMTIER_* environment variables take them).
+_MODE_NAMES = {"direct_mode": _DIRECT_MODES, "gds_mode": _GDS_MODES}
 
 #: Context keyword -> C field (lowercase memtier_config_t field names).
 CONFIG_KEYS = (
@@ -647,6 +649,7 @@ class Context:
         ``small_io_depth``: counts; ``max_inflight_mib``: MiB;
         ``path_recheck_ms``: milliseconds (-1 = every call);
         ``direct_mode``: "auto", "off", "always", "required" (or 0-3);
+        ``gds_mode``: "auto", "off", "required" (or 0-2);
         ``cache_enabled``: bool. 0 in a size or count means the default,
         except ``cache_bytes=0``, which turns the cache off (as
         ``MEMTIER_CACHE_BYTES=0`` does).
@@ -768,7 +771,7 @@ class Context:
         Returns
         -------
         dict
-            Every key of :data:`CONFIG_KEYS`; ``direct_mode`` as its name,
+            Every key of :data:`CONFIG_KEYS`; ``direct_mode`` and ``gds_mode`` as names,
             ``cache_enabled`` as a bool, the rest ints (bytes, counts, MiB,
             ms as documented on :class:`Context`). ``Context(**ctx.config())``
             makes an equivalent context.
@@ -780,8 +783,8 @@ class Context:
         out: Dict[str, Any] = {}
         for key in CONFIG_KEYS:
             v = getattr(cfg, key)
-            if key == "direct_mode":
-                v = _DIRECT_NAMES.get(v, v)
+            if key in _MODE_NAMES:
+                v = next((n for n, c in _MODE_NAMES[key].items() if c == v), v)
             elif key == "cache_enabled":
                 v = bool(v)
             out[key] = v
@@ -1255,12 +1258,13 @@ class Context:
 
 
 def _set_field(cfg: Any, key: str, value: Any) -> None:
-    if key == "direct_mode" and isinstance(value, str):
+    if key in _MODE_NAMES and isinstance(value, str):
+        names = _MODE_NAMES[key]
         try:
-            value = _DIRECT_MODES[value.lower()]
+            value = names[value.lower()]
         except KeyError:
             raise ValueError(
-                f"direct_mode must be one of {list(_DIRECT_MODES)} (or 0-3), got {value!r}"
+                f"{key} must be one of {list(names)} (or 0-{len(names) - 1}), got {value!r}"
             ) from None
     elif key == "cache_enabled":
         if not isinstance(value, (bool, int)):

@@ -131,6 +131,8 @@ def test_config_rejects_bad_keys_and_values():
         memtier.Context({"bogus": 1})
     with pytest.raises(ValueError, match="direct_mode"):
         memtier.Context(direct_mode="sometimes")
+    with pytest.raises(ValueError, match=r"gds_mode must be one of \['auto', 'off', 'required'\]"):
+        memtier.Context(gds_mode="always")
     with pytest.raises(ValueError, match="out of range"):
         memtier.Context(cache_bytes=-1)
     with pytest.raises(TypeError, match="integer"):
@@ -931,3 +933,15 @@ def test_cache_bytes_zero_turns_the_cache_off():
         assert ctx.config()["cache_enabled"] is False
     with pytest.raises(TypeError):
         memtier.Context(cache_enabled="no")
+
+
+def test_gds_mode_by_name_round_trips():
+    # A fresh user's finding: MEMTIER_GDS_MODE takes names, Context(gds_mode=) took only ints.
+    for name, code in (("auto", 0), ("off", 1), ("OFF", 1)):
+        with memtier.Context(gds_mode=name) as ctx:
+            assert ctx.config()["gds_mode"] == name.lower()
+        with memtier.Context(gds_mode=code) as ctx:
+            cfg = ctx.config()
+            assert cfg["gds_mode"] == name.lower()
+            with memtier.Context(**cfg) as again:
+                assert again.config() == cfg
