@@ -18,6 +18,14 @@ if [[ $# -gt 0 && $1 != -* ]]; then
   shift
 fi
 # An explicit relative build dir is relative to the caller's directory.
+#
+# When build_dir is not itself a CUDA build, a second pass follows in
+# build_dir/gpu-pass: the CUDA + GDS build (no CUDA toolkit is needed: libcuda
+# and libcufile are dlopen'ed) and its GPU tests against the test double
+# (tests/gpu_double: staged pipeline, GDS and its fallbacks, HBM prefetch,
+# failure injection, B20), so every machine runs the GPU code paths of the C
+# API, not only the CPU-only build's UNSUPPORTED answers. MEMTIER_GPU_PASS=0
+# skips it; CTEST_ARGS applies to the first pass only.
 mkdir -p "$build"
 build=$(cd "$build" && pwd -P)
 
@@ -45,3 +53,13 @@ cd "$build"
 # shellcheck disable=SC2086
 ctest --output-on-failure ${CTEST_ARGS:-}
 echo "== rebuild.sh: build and tests passed ($build)"
+
+if [[ ${MEMTIER_GPU_PASS:-1} != 0 ]] && ! grep -q '^MEMTIER_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt"; then
+  gpass=$build/gpu-pass
+  echo "== GPU pass: cmake -S $root -B $gpass -DMEMTIER_ENABLE_CUDA=ON -DMEMTIER_ENABLE_GDS=ON (test double)"
+  cmake -S "$root" -B "$gpass" -DMEMTIER_ENABLE_CUDA=ON -DMEMTIER_ENABLE_GDS=ON -DMEMTIER_PYTHON_TESTS=OFF
+  cmake --build "$gpass" --parallel "$jobs"
+  cd "$gpass"
+  ctest --output-on-failure -R 'gpu|^abi_'
+  echo "== rebuild.sh: GPU pass passed ($gpass)"
+fi
