@@ -81,7 +81,7 @@ const char* memtier_strerror(int status) {
     case MEMTIER_ERR_CLOSED: return "context or request is finalized or unknown";
     case MEMTIER_ERR_BUSY: return "request still running";
     case MEMTIER_ERR_TIMEOUT: return "timed out";
-    case MEMTIER_ERR_FORMAT: return "malformed format or configuration value";
+    case MEMTIER_ERR_FORMAT: return "malformed input (file format, index or configuration value)";
     case MEMTIER_ERR_IS_DIR: return "path is a directory";
     case MEMTIER_ERR_INTERNAL: return "internal error (recovered panic)";
     case MEMTIER_ERR_FORKED: return "called in a forked child process";
