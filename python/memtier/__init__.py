@@ -105,11 +105,11 @@ from ._context import (
     runtime_info,
     stats,
 )
+from . import _errors
 from ._errors import (
     BusyError,
     ClosedError,
     DirectIOError,
-    NotRegularFileError,
     EndOfFileError,
     ForkError,
     FormatError,
@@ -120,6 +120,7 @@ from ._errors import (
     MemTierError,
     MemTierTimeoutError,
     NotFoundError,
+    NotRegularFileError,
     PermissionDeniedError,
     UnsupportedError,
 )
@@ -157,22 +158,8 @@ __all__ = [
     "READ_BUFFERED",
     "CHUNK_BYTES",
     "CONFIG_KEYS",
-    "MemTierError",
-    "InvalidArgumentError",
-    "NotFoundError",
-    "PermissionDeniedError",
-    "EndOfFileError",
-    "UnsupportedError",
-    "ClosedError",
-    "BusyError",
-    "MemTierTimeoutError",
-    "FormatError",
-    "IsDirectoryError",
-    "InternalError",
-    "ForkError",
-    "DirectIOError",
-    "NotRegularFileError",
-    "LibraryLoadError",
+    # the exception classes, listed once in _errors
+    *(n for n in _errors.__all__ if n.endswith("Error")),
 ]
 
 

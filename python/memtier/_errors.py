@@ -31,6 +31,7 @@ __all__ = [
     "InternalError",
     "ForkError",
     "DirectIOError",
+    "NotRegularFileError",
     "LibraryLoadError",
     "STATUS_NAMES",
 ]

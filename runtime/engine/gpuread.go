@@ -70,26 +70,10 @@ func (s *gpuServed) add(o gpuServed) {
 func (c *Context) accountGPU(s gpuServed) {
 	total := s.hbm + s.cache + s.staged + s.gds
 	c.st.Bytes.Add(total)
-	if s.hbm > 0 {
-		c.st.HBMHitBytes.Add(s.hbm)
-		if s.hbm == total {
-			c.st.HBMHitRequests.Add(1)
-		}
-	}
-	if s.cache > 0 {
-		c.st.CacheHitBytes.Add(s.cache)
-		if s.cache == total {
-			c.st.CacheHitRequests.Add(1)
-		}
-	}
-	if s.staged > 0 {
-		c.st.StagedRequests.Add(1)
-		c.st.StagedBytes.Add(s.staged)
-	}
-	if s.gds > 0 {
-		c.st.GDSRequests.Add(1)
-		c.st.GDSBytes.Add(s.gds)
-	}
+	countHit(&c.st.HBMHitRequests, &c.st.HBMHitBytes, s.hbm, total)
+	countHit(&c.st.CacheHitRequests, &c.st.CacheHitBytes, s.cache, total)
+	countPath(&c.st.StagedRequests, &c.st.StagedBytes, s.staged)
+	countPath(&c.st.GDSRequests, &c.st.GDSBytes, s.gds)
 }
 
 // devPtr is the device address a capi destination slice stands for. The

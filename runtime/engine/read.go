@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"sync/atomic"
 
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
@@ -20,19 +21,28 @@ type served struct {
 func (c *Context) account(s served) {
 	total := s.cache + s.buffered + s.direct
 	c.st.Bytes.Add(total)
-	if s.cache > 0 {
-		c.st.CacheHitBytes.Add(s.cache)
-		if s.cache == total {
-			c.st.CacheHitRequests.Add(1)
+	countHit(&c.st.CacheHitRequests, &c.st.CacheHitBytes, s.cache, total)
+	countPath(&c.st.BufferedRequests, &c.st.BufferedBytes, s.buffered)
+	countPath(&c.st.DirectRequests, &c.st.DirectBytes, s.direct)
+}
+
+// countPath counts one request and its n bytes on a storage path that moved
+// n > 0 bytes of it (a request served by two paths counts under both).
+func countPath(reqs, bytes *atomic.Uint64, n uint64) {
+	if n > 0 {
+		reqs.Add(1)
+		bytes.Add(n)
+	}
+}
+
+// countHit counts n bytes copied from a cache tier, and a hit request only
+// when the tier served the whole request (total bytes).
+func countHit(reqs, bytes *atomic.Uint64, n, total uint64) {
+	if n > 0 {
+		bytes.Add(n)
+		if n == total {
+			reqs.Add(1)
 		}
-	}
-	if s.buffered > 0 {
-		c.st.BufferedRequests.Add(1)
-		c.st.BufferedBytes.Add(s.buffered)
-	}
-	if s.direct > 0 {
-		c.st.DirectRequests.Add(1)
-		c.st.DirectBytes.Add(s.direct)
 	}
 }
 
