@@ -2,6 +2,7 @@ package main
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../include
+#include <string.h>
 #include "memtier.h"
 */
 import "C"
@@ -34,6 +35,17 @@ func goPath(p *C.char) string {
 	return C.GoString(p)
 }
 
+// viewPath is the C path as a Go string without copying it: valid only
+// during the call, for calls that retain no path (a synchronous read: the
+// descriptor table copies the paths it keeps, and error texts are copied to
+// C before the call returns). NULL gives "".
+func viewPath(p *C.char) string {
+	if p == nil {
+		return ""
+	}
+	return unsafe.String((*byte)(unsafe.Pointer(p)), int(C.strlen(p)))
+}
+
 //export mtgo_read
 func mtgo_read(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Pointer, target C.int, flags C.uint32_t) (rc C.int) {
 	var ctx *engine.Context
@@ -51,12 +63,12 @@ func mtgo_read(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Poi
 	case uint64(size) > math.MaxInt64:
 		return invalid(ctx, "memtier_read", "size %d too large", uint64(size))
 	}
-	err = ctx.Read(goPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
+	err = ctx.Read(viewPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
 	return finish(ctx, err)
 }
 
 //export mtgo_readv
-func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t, target C.int) (rc C.int) {
+func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t, target C.int, flags C.uint32_t) (rc C.int) {
 	var ctx *engine.Context
 	defer catch(&rc, &ctx)
 	defer guardFaults()()
@@ -84,7 +96,7 @@ func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t,
 			v[i].Dst, v[i].Size = nil, uint64(e.size) // engine reports the bad element
 		}
 	}
-	err = ctx.ReadV(v, int(target))
+	err = ctx.ReadV(v, int(target), uint32(flags))
 	for i := range cv {
 		cv[i].result = C.int64_t(v[i].Result)
 	}

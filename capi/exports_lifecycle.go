@@ -40,6 +40,8 @@ func optionsToC(o config.Options, c *C.memtier_config_t) {
 	c.hbm_cache_bytes = C.uint64_t(o.HBMCacheBytes)
 	c.gds_mode = C.int32_t(o.GDSMode)
 	c.hbm_device = C.int32_t(o.HBMDevice)
+	c.freshness = C.int32_t(o.Freshness)
+	c.freshness_interval_ms = C.int32_t(o.FreshnessIntervalMs)
 }
 
 // has reports whether a caller's config of size bytes contains the field at
@@ -95,6 +97,14 @@ func optionsFromC(c *C.memtier_config_t, o *config.Options) error {
 	}
 	if has(size, unsafe.Offsetof(c.hbm_device), 4) {
 		o.HBMDevice = int(c.hbm_device)
+	}
+	// Added in 0.3: freshness 0 is STRICT, the default; an interval of 0
+	// keeps the default.
+	if has(size, unsafe.Offsetof(c.freshness), 4) {
+		o.Freshness = int(c.freshness)
+	}
+	if has(size, unsafe.Offsetof(c.freshness_interval_ms), 4) && c.freshness_interval_ms != 0 {
+		o.FreshnessIntervalMs = int(c.freshness_interval_ms)
 	}
 	return nil
 }

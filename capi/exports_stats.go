@@ -49,6 +49,7 @@ func mtgo_stats(id C.uint64_t, st *C.memtier_stats_t) (rc C.int) {
 		hbm_resident_bytes: C.uint64_t(s.HBMResidentBytes), hbm_budget_bytes: C.uint64_t(s.HBMBudgetBytes),
 		gds_fallbacks: C.uint64_t(s.GDSFallbacks), h2d_bytes: C.uint64_t(s.H2DBytes),
 		h2d_ns: C.uint64_t(s.H2DNanos), staged_read_ns: C.uint64_t(s.StagedReadNanos),
+		revalidations: C.uint64_t(s.Revalidations), readv_inline_hits: C.uint64_t(s.ReadvInlineHits),
 	}
 	return 0
 }

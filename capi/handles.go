@@ -31,10 +31,27 @@ type objHandle interface {
 	free() // releases the C memory; called once, when the handle leaves the registry
 }
 
+// liveCtxs is a read-only copy of registry.ctxs, replaced whole (under the
+// registry lock) whenever a context is added or removed, so the lookup every
+// call makes is one atomic load and a map read: no process-wide lock on the
+// hot path.
+var liveCtxs atomic.Pointer[map[uint64]*engine.Context]
+
+// publishContexts copies registry.ctxs into liveCtxs; the caller holds the
+// registry lock for writing.
+func publishContexts() {
+	m := make(map[uint64]*engine.Context, len(registry.ctxs))
+	for id, c := range registry.ctxs {
+		m[id] = c
+	}
+	liveCtxs.Store(&m)
+}
+
 func addContext(c *engine.Context) uint64 {
 	id := nextID.Add(1)
 	registry.Lock()
 	registry.ctxs[id] = c
+	publishContexts()
 	registry.Unlock()
 	return id
 }
@@ -44,9 +61,10 @@ func closedErr(what string) error {
 }
 
 func lookupContext(id uint64) (*engine.Context, error) {
-	registry.RLock()
-	c := registry.ctxs[id]
-	registry.RUnlock()
+	var c *engine.Context
+	if m := liveCtxs.Load(); m != nil {
+		c = (*m)[id]
+	}
 	if c == nil {
 		return nil, closedErr("context")
 	}
@@ -62,6 +80,7 @@ func removeContext(id uint64) (*engine.Context, error) {
 		return nil, closedErr("finalize")
 	}
 	delete(registry.ctxs, id)
+	publishContexts()
 	for rid, r := range registry.reqs {
 		if r.ctx == id {
 			delete(registry.reqs, rid)

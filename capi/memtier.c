@@ -178,11 +178,16 @@ int memtier_read_ex(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint6
 
 int memtier_readv(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov, size_t n,
                   int target) {
+    return memtier_readv_ex(ctx, path, iov, n, target, MEMTIER_READ_DEFAULT);
+}
+
+int memtier_readv_ex(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov, size_t n,
+                     int target, uint32_t flags) {
     MT_GUARD();
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_readv: ctx is NULL");
     if (n > 0 && iov == NULL)
         return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_readv: iov is NULL with n > 0");
-    return mtgo_readv(MT_ID(ctx), (char*)path, iov, n, target);
+    return mtgo_readv(MT_ID(ctx), (char*)path, iov, n, target, flags);
 }
 
 static int mt_prefetch_flags(const void* ctx, const memtier_prefetch_opts_t* opts, uint32_t* flags) {

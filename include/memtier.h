@@ -50,11 +50,11 @@ extern "C" {
 /* ===================================================================== */
 
 #define MEMTIER_VERSION_MAJOR 0
-#define MEMTIER_VERSION_MINOR 2
+#define MEMTIER_VERSION_MINOR 3
 #define MEMTIER_VERSION_PATCH 0
 #define MEMTIER_VERSION_NUMBER \
     (MEMTIER_VERSION_MAJOR * 10000 + MEMTIER_VERSION_MINOR * 100 + MEMTIER_VERSION_PATCH)
-#define MEMTIER_VERSION_STRING "0.2.0"
+#define MEMTIER_VERSION_STRING "0.3.0"
 
 /* ===================================================================== */
 /* Status codes                                                           */
@@ -121,6 +121,29 @@ typedef struct memtier_request memtier_request_t;
 #define MEMTIER_READ_WILL_REUSE 2u /* admit into the DRAM cache whatever size   */
 #define MEMTIER_READ_DIRECT 4u     /* prefer O_DIRECT for bytes not cached      */
 #define MEMTIER_READ_BUFFERED 8u   /* never O_DIRECT for this call              */
+#define MEMTIER_READ_IMMUTABLE 16u /* 0.3: the caller declares the file's bytes  */
+                                   /* immutable: this call trusts the version  */
+                                   /* checked last (no freshness syscall), as  */
+                                   /* MEMTIER_FRESHNESS_OPEN does for a context */
+
+/* Freshness of a context (memtier_config_t.freshness; 0.3): how often a read
+ * checks that an open file still holds the bytes its cache blocks were read
+ * from. Whatever the setting, a file is checked when it is first opened (and
+ * reopened after its descriptor was evicted or dropped), and cached bytes are
+ * always bound to the version they were read from; the setting only bounds how
+ * long a change can go unnoticed by a context that already has the file open.
+ * Each check is counted in memtier_stats_t.revalidations. */
+#define MEMTIER_FRESHNESS_STRICT 0   /* default: every call checks the open file  */
+                                     /* (one fstat; the path itself is re-stat'ed */
+                                     /* every path_recheck_ms): never stale       */
+#define MEMTIER_FRESHNESS_INTERVAL 1 /* a file checked less than                  */
+                                     /* freshness_interval_ms ago is trusted:     */
+                                     /* a change is seen within that bound        */
+#define MEMTIER_FRESHNESS_OPEN 2     /* checked at open only: for data the caller */
+                                     /* declares immutable (published checkpoints,*/
+                                     /* dataset shards); a file rewritten in place*/
+                                     /* may then be served stale until            */
+                                     /* memtier_drop_cache                        */
 
 /* O_DIRECT mode of a context (memtier_config_t.direct_mode). */
 #define MEMTIER_DIRECT_AUTO 0     /* policy decides; refused O_DIRECT falls back  */
@@ -202,6 +225,10 @@ typedef struct memtier_config {
     int32_t gds_mode;                /* MEMTIER_GDS_*; default AUTO                */
     int32_t hbm_device;              /* CUDA device ordinal of the HBM cache;      */
                                      /* default 0                                  */
+    /* Added in 0.3. */
+    int32_t freshness;               /* MEMTIER_FRESHNESS_*; default STRICT        */
+    int32_t freshness_interval_ms;   /* INTERVAL: how long a checked file is       */
+                                     /* trusted, in ms; 0 = default 100            */
 } memtier_config_t;
 
 /* memtier_config_default: fills *cfg with the defaults, then applies the MEMTIER_*
@@ -304,6 +331,14 @@ typedef struct memtier_iovec {
  * coalescing: a device range cannot be scattered from one host read). Thread-safe. */
 MEMTIER_API int memtier_readv(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
                               size_t n, int target);
+
+/* memtier_readv_ex: memtier_readv with per-call hints for every element
+ * (MEMTIER_READ_*; today MEMTIER_READ_IMMUTABLE is the one readv uses: no
+ * freshness syscall for files already open). Unknown flag bits give
+ * MEMTIER_ERR_INVALID_ARG for every element. Returns as memtier_readv.
+ * Thread-safe. Since 0.3. */
+MEMTIER_API int memtier_readv_ex(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
+                                 size_t n, int target, uint32_t flags);
 
 /* ===================================================================== */
 /* Prefetch and asynchronous requests                                    */
@@ -681,6 +716,11 @@ typedef struct memtier_stats {
                                     /* the staging lanes a large read runs on at  */
                                     /* once (the rest of a lane's time is waiting */
                                     /* for its copies to the device)              */
+    /* Added in 0.3 (memtier_stats_sized with this header's size). */
+    uint64_t revalidations;         /* freshness checks of files already open     */
+                                    /* (fstat or path stat; see FRESHNESS_*)       */
+    uint64_t readv_inline_hits;     /* readv elements copied from the DRAM cache  */
+                                    /* on the caller's thread (no worker hand-off)*/
 } memtier_stats_t;
 
 /* memtier_stats: fills the whole of *st (the layout above, never reading it

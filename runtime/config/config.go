@@ -28,6 +28,15 @@ const (
 	GDSRequired = 2 // GDS for every uncached GPU byte; no GDS is an error, never a fallback
 )
 
+// Freshness settings; values equal MEMTIER_FRESHNESS_* in include/memtier.h.
+const (
+	FreshStrict   = 0 // every call checks the open file (fstat): never stale
+	FreshInterval = 1 // a file checked less than FreshnessIntervalMs ago is trusted
+	FreshOpen     = 2 // checked when opened only: data the caller declares immutable
+
+	DefaultFreshnessIntervalMs = 100
+)
+
 // Defaults of the GPU tier.
 const (
 	DefaultHBMCacheBytes = 1 * GiB // HBM cache budget (allocated on the first TO_HBM prefetch)
@@ -71,6 +80,10 @@ type Options struct {
 	// PrefetchToHBM makes every prefetch go to the HBM cache
 	// (MEMTIER_PREFETCH_TO_HBM=1), as if it passed MEMTIER_PREFETCH_TO_HBM.
 	PrefetchToHBM bool
+	// Freshness is FreshStrict (default), FreshInterval or FreshOpen.
+	Freshness int
+	// FreshnessIntervalMs bounds the staleness of FreshInterval, in ms.
+	FreshnessIntervalMs int
 	// Fault is the MEMTIER_FAULT test hook ("eintr_every=N,short_max=N"); "" = off.
 	Fault string
 	// TestHooks enables memtier_debug_hook (MEMTIER_TEST_HOOKS=1).
@@ -95,6 +108,8 @@ func Defaults() Options {
 		PathRecheckMs:      1000,
 		HBMCacheBytes:      DefaultHBMCacheBytes,
 		GDSMode:            GDSAuto,
+
+		FreshnessIntervalMs: DefaultFreshnessIntervalMs,
 	}
 }
 
@@ -239,6 +254,26 @@ var Vars = []Var{
 		}
 		return err
 	}},
+	{"MEMTIER_FRESHNESS", "strict (every call checks the open file; never stale), interval (a file checked within MEMTIER_FRESHNESS_INTERVAL_MS is trusted) or open (checked at open only: immutable data)", func(o *Options, v string) error {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "strict", "0":
+			o.Freshness = FreshStrict
+		case "interval", "1":
+			o.Freshness = FreshInterval
+		case "open", "immutable", "2":
+			o.Freshness = FreshOpen
+		default:
+			return fmt.Errorf("not one of strict, interval, open")
+		}
+		return nil
+	}},
+	{"MEMTIER_FRESHNESS_INTERVAL_MS", "freshness interval: ms a checked file is trusted (1 to 2^30; default 100)", func(o *Options, v string) error {
+		n, err := parseInt(v, 1, 1<<30)
+		if err == nil {
+			o.FreshnessIntervalMs = n
+		}
+		return err
+	}},
 	{"MEMTIER_GDS_MODE", "GPU builds: auto (GDS for large aligned reads, staged fallback), off (always staged) or required (no GDS is an error)", func(o *Options, v string) error {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "auto":
@@ -328,6 +363,10 @@ func (o *Options) Validate() error {
 		return bad("gds_mode %d unknown", o.GDSMode)
 	case o.HBMDevice < 0 || o.HBMDevice > MaxHBMDevice:
 		return bad("hbm_device %d not in [0, %d]", o.HBMDevice, MaxHBMDevice)
+	case o.Freshness < FreshStrict || o.Freshness > FreshOpen:
+		return bad("freshness %d unknown", o.Freshness)
+	case o.FreshnessIntervalMs < 1 || o.FreshnessIntervalMs > 1<<30:
+		return bad("freshness_interval_ms %d not in [1, 2^30]", o.FreshnessIntervalMs)
 	case o.HBMCacheBytes != 0 && o.HBMCacheBytes < HBMBlockBytes:
 		return bad("hbm_cache_bytes %d is smaller than one HBM block (%d bytes)", o.HBMCacheBytes, HBMBlockBytes)
 	}

@@ -50,10 +50,7 @@ func (l *chunkLoad) servePiece(f *files.File, u *chunkUnit) {
 	p := l.pieces[i]
 	dst := e.Dst[u.lo-e.Off : u.hi-e.Off]
 	s, err := guarded(func() (served, error) {
-		if p.admit {
-			return l.c.serveCached(f, u.lo, u.hi-u.lo, dst, p.path)
-		}
-		return l.c.serveUncached(f, u.lo, dst, p.path)
+		return l.c.serveDecided(f, u.lo, dst, p.path, p.admit)
 	})
 	p.mu.Lock()
 	defer p.mu.Unlock()

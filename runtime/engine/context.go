@@ -35,6 +35,10 @@ type Context struct {
 
 	tars tarCache // member lists of recently opened tar shards
 
+	// trust is how long an open File is trusted without a check, from the
+	// freshness setting (files.TrustNone: strict; TrustForever: at open only).
+	trust time.Duration
+
 	gpu gpuState // target CUDA and the HBM tier (gpuread.go); nothing until first used
 }
 
@@ -61,6 +65,12 @@ func New(o config.Options) (*Context, error) {
 		asyncQ:  make(chan struct{}, 4*o.IOThreads),
 		pol: policy.Config{CacheEnabled: o.CacheEnabled, AdmitMax: o.CacheAdmitMaxBytes,
 			DirectThreshold: o.DirectThreshold, DirectMode: o.DirectMode},
+	}
+	switch o.Freshness {
+	case config.FreshOpen:
+		c.trust = files.TrustForever
+	case config.FreshInterval:
+		c.trust = time.Duration(o.FreshnessIntervalMs) * time.Millisecond
 	}
 	rd, err := iopath.New(o, &c.st)
 	if err != nil {

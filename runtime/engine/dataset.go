@@ -32,7 +32,7 @@ func (c *Context) OpenDataset(dataPath, indexPath string) (*Dataset, error) {
 	if dataPath == "" || indexPath == "" {
 		return nil, errs.New(errs.InvalidArg, "dataset_open", "empty path")
 	}
-	f, err := c.acquire(dataPath)
+	f, err := c.acquireStrict(dataPath)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
 	if path == "" {
 		return nil, errs.New(errs.InvalidArg, "dataset_open_tar", "empty path")
 	}
-	f, err := c.acquire(path)
+	f, err := c.acquireStrict(path)
 	if err != nil {
 		return nil, err
 	}

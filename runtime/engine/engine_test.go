@@ -205,7 +205,7 @@ func TestReadV_B19(t *testing.T) {
 			v[i].Dst = make([]byte, v[i].Size)
 		}
 	}
-	err := c.ReadV(v, 0)
+	err := c.ReadV(v, 0, 0)
 	if code(err) != errs.EOF {
 		t.Fatalf("readv returned %v, want the EOF of element 4", err)
 	}

@@ -42,44 +42,40 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 		return Explanation{}, err
 	}
 	defer f.Release()
-	var ex Explanation
-	if c.cache != nil {
-		bs := c.cache.BlockSize()
-		for blo := off / bs * bs; blo < off+size; blo += bs {
-			lo, hi := max(off, blo), min(off+size, blo+bs)
-			if blk := c.cache.Peek(f.ID, blo/bs); blk != nil {
-				if blk.Covers(int(lo-blo), int(hi-blo)) {
-					ex.CachedBytes += hi - lo
-				}
-				blk.Release()
-			}
-		}
-	}
-	if n, err := iopath.Resident(f.FD, int64(off), int64(size)); err == nil {
-		ex.ResidentBytes = uint64(n)
-	}
-	in := policy.Input{Target: target, Size: size, Flags: flags, CachedBytes: ex.CachedBytes,
-		ResidentBytes: ex.ResidentBytes, ResidentKnown: true, DirectRefused: f.DirectRefused()}
-	ex.Decision = policy.Decide(c.pol, in)
-	ex.Reason = policy.Detail(c.pol, in, ex.Decision)
-	uncached := size - ex.CachedBytes
-	switch {
-	case ex.Path == policy.PathCache:
-		ex.Tasks = 1
-	case ex.Admit:
-		bs := c.cache.BlockSize()
-		ex.Tasks = (off+size-1)/bs - off/bs + 1
-	default:
-		ex.Tasks = (uncached + c.opts.TaskBytes - 1) / c.opts.TaskBytes
-	}
+	var p plan
+	c.makePlan(&p, f, off, size, flags, planOpts{exact: true})
+	defer p.release()
+	ex := Explanation{Decision: p.d, CachedBytes: p.cached, ResidentBytes: p.in.ResidentBytes,
+		Tasks: c.planTasks(&p)}
+	ex.Reason = c.describe(&p)
 	if ex.Path == policy.PathDirect && !dstAligned && !ex.Admit {
-		ex.Reason += "; unaligned dst: bounce buffers"
+		ex.Reason += "; unaligned dst: head and tail through bounce buffers"
 	}
 	if ex.Admit {
 		ex.Reason += "; fills cache"
 	}
-	ex.Reason = fmt.Sprintf("row %d: %s", ex.Row, ex.Reason)
 	return ex, nil
+}
+
+// planTasks is how many parallel tasks executing p runs: its units, with a
+// source span counted as the task-size pieces it is split into.
+func (c *Context) planTasks(p *plan) uint64 {
+	us := c.units(p)
+	spans := p.list()
+	if us == nil {
+		us = []unit{{0, len(spans)}}
+	}
+	var n uint64
+	for _, u := range us {
+		k := uint64(1)
+		for _, s := range spans[u.a:u.b] {
+			if s.tier == tierSource {
+				k = max(k, (s.size+c.opts.TaskBytes-1)/c.opts.TaskBytes)
+			}
+		}
+		n += k
+	}
+	return n
 }
 
 // explainGPU is Explain for target CUDA: the GPU table (policy.DecideGPU)

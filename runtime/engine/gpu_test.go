@@ -100,7 +100,7 @@ func TestGPU_UnsupportedWithoutBackend(t *testing.T) {
 		t.Fatalf("load_chunks: %v", err)
 	}
 	v := []IOVec{{Path: path, Off: 0, Size: 4096, Dst: dst}}
-	if err := c.ReadV(v, policy.TargetCUDA); code(err) != errs.Unsupported {
+	if err := c.ReadV(v, policy.TargetCUDA, 0); code(err) != errs.Unsupported {
 		t.Fatalf("readv: %v", err)
 	}
 	if _, err := c.Explain(path, 0, 4096, true, policy.TargetCUDA, 0); code(err) != errs.Unsupported {
@@ -273,7 +273,7 @@ func TestGPU_ChunksAndReadV(t *testing.T) {
 		{Path: path, Off: 1 << 20, Size: 2 << 20, Dst: devSlice(dev+8192, 2<<20)},
 		{Path: path, Off: 0, Size: 10, Dst: make([]byte, 10)},
 	}
-	if err := c.ReadV(v, policy.TargetCUDA); code(err) != errs.InvalidArg {
+	if err := c.ReadV(v, policy.TargetCUDA, 0); code(err) != errs.InvalidArg {
 		t.Fatalf("readv: %v", err)
 	}
 	if v[0].Result != 4096 || v[1].Result != 2<<20 || v[2].Result != int64(errs.InvalidArg) {

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"math"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
@@ -63,7 +65,8 @@ func checkRange(op, path string, off, size uint64, dstLen int, flags uint32) err
 	return nil
 }
 
-// Read reads exactly size bytes of path at off into dst[:size]: a host
+// Read reads exactly size bytes of path at off into dst[:size] (path is not
+// retained after Read returns: it may be a view of C memory): a host
 // buffer for policy.TargetCPU; for policy.TargetCUDA dst only carries the
 // address and length of CUDA device memory, never read or written by Go
 // (readGPU; errs.Unsupported without a usable CUDA backend, errs.InvalidArg
@@ -80,6 +83,9 @@ func (c *Context) Read(path string, off, size uint64, dst []byte, target int, fl
 func (c *Context) read(path string, off, size uint64, dst []byte, target int, flags uint32) error {
 	c.st.Requests.Add(1)
 	if target != policy.TargetCPU {
+		// The GPU path may remember the path (per-file GDS fallbacks); the
+		// caller's string may be a view of C memory (capi viewPath).
+		path = strings.Clone(path)
 		if target == policy.TargetCUDA {
 			return c.readGPU("read", path, off, size, devPtr(dst), len(dst), flags, 0)
 		}
@@ -95,7 +101,7 @@ func (c *Context) read(path string, off, size uint64, dst []byte, target int, fl
 	if err := checkRange("read", path, off, size, len(dst), flags); err != nil {
 		return err
 	}
-	f, err := c.acquire(path)
+	f, err := c.acquireFlags(path, flags)
 	if err != nil {
 		return err
 	}
@@ -111,10 +117,30 @@ func (c *Context) read(path string, off, size uint64, dst []byte, target int, fl
 	return nil
 }
 
-// acquire opens path through the descriptor table and drops the cache blocks
-// of a version of the file that changed since it was cached.
+// acquire opens path through the descriptor table, trusting an open File as
+// the context's freshness setting allows, and drops the cache blocks of a
+// version of the file that changed since it was cached.
 func (c *Context) acquire(path string) (*files.File, error) {
-	f, stale, err := c.files.Acquire(path)
+	return c.acquireTrusting(path, c.trust)
+}
+
+// acquireFlags is acquire for a read with flags: READ_IMMUTABLE trusts the
+// File as last checked.
+func (c *Context) acquireFlags(path string, flags uint32) (*files.File, error) {
+	if flags&policy.ReadImmutable != 0 {
+		return c.acquireTrusting(path, files.TrustForever)
+	}
+	return c.acquireTrusting(path, c.trust)
+}
+
+// acquireStrict is acquire that always checks the file: handle opens, whose
+// offsets are bound to the version they parse ("validated at open").
+func (c *Context) acquireStrict(path string) (*files.File, error) {
+	return c.acquireTrusting(path, files.TrustNone)
+}
+
+func (c *Context) acquireTrusting(path string, trust time.Duration) (*files.File, error) {
+	f, stale, err := c.files.AcquireTrusting(path, trust)
 	if err != nil {
 		return nil, err
 	}
@@ -153,16 +179,21 @@ func (c *Context) decide(f *files.File, off uint64, size uint64, flags uint32, c
 }
 
 // serve fills dst (len size) with the bytes of f at off; the range is inside
-// the file. prefetch forces admission, and dst is nil then (fill the cache only).
+// the file. prefetch forces admission, and dst is nil then (fill the cache
+// only). It plans the request and executes the plan.
 func (c *Context) serve(f *files.File, off, size uint64, dst []byte, flags uint32, prefetch bool) (served, error) {
-	if prefetch {
-		flags |= policy.ReadWillUse
-	}
-	d := c.decide(f, off, size, flags, 0)
-	if c.cache != nil && d.Admit {
-		return c.serveCached(f, off, size, dst, d.Path)
-	}
-	return c.serveUncached(f, off, dst, d.Path)
+	var p plan
+	c.makePlan(&p, f, off, size, flags, planOpts{prefetch: prefetch})
+	return c.exec(&p, dst, false)
+}
+
+// serveDecided is serve with the path and admission already decided (a piece
+// of a chunk decided as a whole).
+func (c *Context) serveDecided(f *files.File, off uint64, dst []byte, path int, admit bool) (served, error) {
+	var p plan
+	d := policy.Decision{Path: path, Admit: admit}
+	c.makePlan(&p, f, off, uint64(len(dst)), 0, planOpts{decided: &d})
+	return c.exec(&p, dst, false)
 }
 
 // storage reads dst from f at off by path (buffered or direct), reporting

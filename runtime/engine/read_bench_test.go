@@ -42,7 +42,7 @@ func BenchmarkReadVWarm4K(b *testing.B) {
 			off := (seed >> 33) % (size / 4096) * 4096
 			v[j] = IOVec{Path: path, Off: off, Size: 4096, Dst: bufs[j*4096 : (j+1)*4096]}
 		}
-		if err := c.ReadV(v, 0); err != nil {
+		if err := c.ReadV(v, 0, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -84,7 +84,7 @@ func BenchmarkReadVCachedSmall(b *testing.B) {
 		for j := range v {
 			v[j] = IOVec{Path: path, Off: uint64(j) * 65536, Size: 4096, Dst: bufs[j*4096 : (j+1)*4096]}
 		}
-		if err := c.ReadV(v, 0); err != nil {
+		if err := c.ReadV(v, 0, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

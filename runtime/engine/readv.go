@@ -1,11 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"runtime"
-	"sort"
+	"slices"
 
 	"github.com/memtier/memtier/gpu"
-	"github.com/memtier/memtier/runtime/cache"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
@@ -41,7 +41,7 @@ type readvGroup struct {
 // offset and adjacent or overlapping ones are coalesced into one read (gaps are
 // never read), and the groups run in parallel, SmallIODepth at a time. Each
 // element gets its own Result; the returned error is the lowest-index failure.
-func (c *Context) ReadV(v []IOVec, target int) error {
+func (c *Context) ReadV(v []IOVec, target int, flags uint32) error {
 	if err := c.enter(); err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 		case e.Size == 0:
 			c.account(served{})
 		default:
-			if err := checkRange("readv", e.Path, e.Off, e.Size, len(e.Dst), 0); err != nil {
+			if err := checkRange("readv", e.Path, e.Off, e.Size, len(e.Dst), flags); err != nil {
 				fail(i, err)
 				continue
 			}
@@ -84,8 +84,9 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 	}
 	var groups []readvGroup
 	var opened []*files.File
+	inline := c.cache != nil && c.cache.Resident() > 0
 	for path, idx := range byPath {
-		f, err := c.acquire(path)
+		f, err := c.acquireFlags(path, flags)
 		if err != nil {
 			for _, i := range idx {
 				fail(i, err)
@@ -93,21 +94,32 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 			continue
 		}
 		opened = append(opened, f)
-		sort.Slice(idx, func(a, b int) bool { return v[idx[a]].Off < v[idx[b]].Off })
-		var g *readvGroup
+		// Elements wholly in the DRAM cache are copied here, on the caller's
+		// thread: a hit is a memcpy, cheaper than any hand-off.
+		rest := idx[:0]
 		for _, i := range idx {
 			e := &v[i]
 			if err := checkEOF(f, e.Off, e.Size); err != nil {
 				fail(i, err)
 				continue
 			}
+			if inline && c.readInline(f, e) {
+				continue
+			}
+			rest = append(rest, i)
+		}
+		idx = rest
+		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(v[a].Off, v[b].Off) })
+		var g *readvGroup
+		for k, i := range idx {
+			e := &v[i]
 			end := e.Off + e.Size
 			if g != nil && e.Off <= g.hi && max(g.hi, end)-g.lo <= c.maxCoalesce() {
-				g.members = append(g.members, i)
+				g.members = idx[k-len(g.members) : k+1]
 				g.hi = max(g.hi, end)
 				continue
 			}
-			groups = append(groups, readvGroup{f: f, members: []int{i}, lo: e.Off, hi: end})
+			groups = append(groups, readvGroup{f: f, members: idx[k : k+1], lo: e.Off, hi: end})
 			g = &groups[len(groups)-1]
 		}
 	}
@@ -157,87 +169,38 @@ func (c *Context) ReadV(v []IOVec, target int) error {
 	return nil
 }
 
-// readGroupNoWait serves g if it can without blocking on the disk: from the
-// DRAM cache when every block is valid, else from the page cache with one
-// RWF_NOWAIT pread. Bytes found only in the page cache are not admitted into
-// the DRAM cache: it keeps what was expensive to get. Sets g.done when served.
+// readInline serves element e on the caller's thread when the DRAM cache
+// holds all of it, and reports whether it did.
+func (c *Context) readInline(f *files.File, e *IOVec) bool {
+	var p plan
+	c.makePlan(&p, f, e.Off, e.Size, 0, planOpts{})
+	if p.cached != e.Size {
+		p.release()
+		return false
+	}
+	s, _ := c.exec(&p, e.Dst[:e.Size], true) // copies only: cannot fail
+	c.st.ReadvInlineHits.Add(1)
+	e.Result = int64(e.Size)
+	c.account(s)
+	return true
+}
+
+// readGroupNoWait serves g if it can without blocking on the disk: a plan
+// whose cached spans are copied and whose other bytes come from the page
+// cache with RWF_NOWAIT preads (into cache blocks when the group is admitted,
+// so warm samples are admitted on their first read and later epochs hit the
+// DRAM cache). Sets g.done when served; otherwise phase 2 reads the group.
 func (c *Context) readGroupNoWait(v []IOVec, g *readvGroup) {
 	buf, single := c.groupBuffer(v, g)
-	var s served
-	switch {
-	case c.cache != nil && policy.Admit(c.pol, g.hi-g.lo, 0):
-		var ok bool
-		if s, ok = c.fillNoWait(g.f, g.lo, buf); !ok {
-			return
-		}
-	case c.cache != nil && c.cachedRange(g.f, g.lo, buf):
-		s.cache = uint64(len(buf))
-	case c.rd.PreadNowait(g.f.FD, buf, int64(g.lo)):
-		s.buffered = uint64(len(buf))
-	default:
+	var p plan
+	c.makePlan(&p, g.f, g.lo, g.hi-g.lo, 0, planOpts{})
+	s, err := c.exec(&p, buf, true)
+	if err != nil {
 		return
 	}
 	c.st.CoalescedReads.Add(1)
 	c.scatter(v, g, buf, single, s)
 	g.done = true
-}
-
-// errWouldBlock stops a non-blocking block fill: the pages are not in the
-// page cache (their readahead has been started).
-var errWouldBlock = errs.New(errs.Busy, "readv", "pages not in the page cache yet")
-
-// fillNoWait serves a small admitted range through the DRAM cache without
-// blocking: valid blocks are copied out; missing pages are filled from the
-// page cache with RWF_NOWAIT preads straight into the block, so warm samples
-// are admitted on their first read and later epochs hit the DRAM cache.
-// Reports false (leaving the rest to phase 2) when a page is not resident or
-// the range spans more than two blocks.
-func (c *Context) fillNoWait(f *files.File, off uint64, dst []byte) (served, bool) {
-	var s served
-	bs := c.cache.BlockSize()
-	end := off + uint64(len(dst))
-	if (end-1)/bs-off/bs > 1 {
-		return s, false
-	}
-	fileSize := uint64(f.Ident.Size)
-	for blo := off / bs * bs; blo < end; blo += bs {
-		lo, hi := max(off, blo)-blo, min(end, blo+bs)-blo
-		blk := c.cache.AcquireQuiet(f.ID, blo/bs)
-		if blk == nil {
-			return s, false
-		}
-		if !blk.Covers(int(lo), int(hi)) {
-			var got uint64
-			_, err := blk.Fill(int(lo), int(hi), func(p []byte, boff int) error {
-				if avail := fileSize - blo - uint64(boff); uint64(len(p)) > avail {
-					p = p[:avail]
-				}
-				if !c.rd.PreadNowait(f.FD, p, int64(blo)+int64(boff)) {
-					return errWouldBlock
-				}
-				got += uint64(len(p))
-				return nil
-			})
-			if err != nil {
-				blk.Release()
-				return s, false
-			}
-			c.st.CacheInsertedBytes.Add(got)
-			if got > 0 {
-				c.st.CacheMisses.Add(1)
-				s.buffered += hi - lo
-			} else {
-				c.st.CacheHits.Add(1)
-				s.cache += hi - lo
-			}
-		} else {
-			c.st.CacheHits.Add(1)
-			s.cache += hi - lo
-		}
-		copy(dst[blo+lo-off:blo+hi-off], blk.Data()[lo:hi])
-		blk.Release()
-	}
-	return s, true
 }
 
 // groupBuffer returns where g's range is read: the member's own dst for a
@@ -260,40 +223,6 @@ func (c *Context) scatter(v []IOVec, g *readvGroup, buf []byte, single bool, s s
 		e.Result = int64(e.Size)
 		c.account(share(s, e.Size))
 	}
-}
-
-// cachedRange copies [off, off+len(dst)) out of the DRAM cache if every block
-// of it is valid, counting the hits; otherwise it copies nothing.
-func (c *Context) cachedRange(f *files.File, off uint64, dst []byte) bool {
-	bs := c.cache.BlockSize()
-	end := off + uint64(len(dst))
-	if (end-1)/bs-off/bs > 1 {
-		return false // only small ranges: big ones go through serve
-	}
-	var blks [2]*cache.Block
-	n := 0
-	defer func() {
-		for _, b := range blks[:n] {
-			b.Release()
-		}
-	}()
-	for blo := off / bs * bs; blo < end; blo += bs {
-		b := c.cache.Peek(f.ID, blo/bs)
-		if b == nil {
-			return false
-		}
-		blks[n] = b
-		n++
-		if !b.Covers(int(max(off, blo)-blo), int(min(end, blo+bs)-blo)) {
-			return false
-		}
-	}
-	for i, blo := 0, off/bs*bs; blo < end; i, blo = i+1, blo+bs {
-		lo, hi := max(off, blo), min(end, blo+bs)
-		copy(dst[lo-off:hi-off], blks[i].Data()[lo-blo:hi-blo])
-		c.st.CacheHits.Add(1)
-	}
-	return true
 }
 
 // readGroup reads one coalesced range and scatters it to its members.

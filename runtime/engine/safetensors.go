@@ -31,7 +31,7 @@ func (c *Context) OpenSafetensors(path string) (*SafetensorsFile, error) {
 	if path == "" {
 		return nil, errs.New(errs.InvalidArg, "safetensors_open", "empty path")
 	}
-	f, err := c.acquire(path)
+	f, err := c.acquireStrict(path)
 	if err != nil {
 		return nil, err
 	}

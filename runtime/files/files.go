@@ -18,6 +18,7 @@ package files
 import (
 	"hash/maphash"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,6 +106,8 @@ type File struct {
 	detached atomic.Bool   // no longer in the table: the last Release closes it
 	closed   atomic.Bool   // descriptors closed; guards against closing twice
 	resolved atomic.Int64  // monotonic ns of the last stat of Path that matched this File
+	checked  atomic.Int64  // monotonic ns of the last check (fstat or stat) that matched this File
+	localFS  bool          // on a local file system whose fstat never blocks (see fstatQuick)
 
 	dmu      sync.Mutex  // serialises the first Direct call
 	dReady   atomic.Bool // dfd, memAlign, offAlign, alignSrc are set and final
@@ -330,7 +333,23 @@ func NewTable(maxOpen int, st *stats.Counters) *Table {
 // idle ones are closed (FilesEvicted++), which scans the table once per
 // eviction. Safe for concurrent use.
 func (t *Table) Acquire(path string) (f *File, staleID uint64, err error) {
-	if f := t.acquireFast(path); f != nil {
+	return t.AcquireTrusting(path, 0)
+}
+
+// Trust values of AcquireTrusting.
+const (
+	TrustNone    time.Duration = 0  // check the file now (strict freshness)
+	TrustForever time.Duration = -1 // never re-check an open File (validate at open)
+)
+
+// AcquireTrusting is Acquire that trusts an open File checked less than trust
+// ago (TrustForever: checked when it was opened, never since; TrustNone: as
+// Acquire). A trusted File is returned with no syscall, so a file changed in
+// the meantime is served as the version last checked: callers use it only for
+// data the user declared immutable or tolerant of that bound. Every check of a
+// File already in the table counts one Revalidations. Safe for concurrent use.
+func (t *Table) AcquireTrusting(path string, trust time.Duration) (f *File, staleID uint64, err error) {
+	if f := t.acquireFast(path, trust); f != nil {
 		return f, 0, nil
 	}
 	var st unix.Stat_t
@@ -346,8 +365,11 @@ func (t *Table) Acquire(path string) (f *File, staleID uint64, err error) {
 	if f := t.byPath[path]; f != nil && f.Ident == id && !t.closed {
 		f.refs.Add(1)
 		f.lastUse.Store(t.tick.Add(1))
-		f.resolved.Store(nanotime())
+		now := nanotime()
+		f.resolved.Store(now)
+		f.checked.Store(now)
 		t.mu.RUnlock()
+		t.st.Revalidations.Add(1)
 		return f, 0, nil
 	}
 	closed := t.closed
@@ -368,21 +390,26 @@ func checkType(path string, mode uint32) error {
 	return errs.At(errs.NotRegular, "open", path, -1, "not a regular file (device, FIFO, socket)")
 }
 
-// pseudoFS reports file systems whose regular files have no real size
-// (procfs, sysfs, ...): stat says 0 or 4096 whatever they hold, so ranged reads
-// cannot be checked against end of file.
-func pseudoFS(fd int) bool {
+// fsKind reports whether fd is on a pseudo-file system whose regular files
+// have no real size (procfs, sysfs, ...: stat says 0 or 4096 whatever they
+// hold, so ranged reads cannot be checked against end of file), and whether it
+// is on a local disk or memory file system, whose fstat answers from the inode
+// in memory and never waits on a device or a server (NFS and FUSE may).
+func fsKind(fd int) (pseudo, local bool) {
 	var sf unix.Statfs_t
 	if unix.Fstatfs(fd, &sf) != nil {
-		return false
+		return false, false
 	}
 	switch uint32(sf.Type) {
 	case unix.PROC_SUPER_MAGIC, unix.SYSFS_MAGIC, unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC,
 		unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC, unix.SECURITYFS_MAGIC,
 		unix.BPF_FS_MAGIC, unix.PSTOREFS_MAGIC, unix.EFIVARFS_MAGIC:
-		return true
+		return true, false
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC,
+		unix.TMPFS_MAGIC, unix.OVERLAYFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC:
+		return false, true
 	}
-	return false
+	return false, false
 }
 
 // open is Acquire's slow path: a new descriptor, installed under the write
@@ -404,7 +431,8 @@ func (t *Table) open(path string) (*File, uint64, error) {
 		unix.Close(fd)
 		return nil, 0, err
 	}
-	if pseudoFS(fd) {
+	pseudo, local := fsKind(fd)
+	if pseudo {
 		unix.Close(fd)
 		return nil, 0, errs.At(errs.NotRegular, "open", path, -1,
 			"a pseudo-file system file (procfs, sysfs, ...): its size is not known, read it with read(2)")
@@ -414,9 +442,14 @@ func (t *Table) open(path string) (*File, uint64, error) {
 		return nil, 0, errs.FromErrno("open", path, -1, err)
 	}
 	id := identOf(&st)
-	f := &File{Path: path, ID: versionID(id), Ident: id, FD: fd, t: t, dfd: -1}
+	// The path may be a view of caller memory (capi passes C strings without
+	// copying them): the table keeps its own copy.
+	path = strings.Clone(path)
+	f := &File{Path: path, ID: versionID(id), Ident: id, FD: fd, t: t, dfd: -1, localFS: local}
 	f.refs.Store(1)
-	f.resolved.Store(nanotime())
+	now := nanotime()
+	f.resolved.Store(now)
+	f.checked.Store(now)
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -542,35 +575,60 @@ func nanotime() int64 { return int64(time.Since(epoch)) }
 // Call it before the table is used.
 func (t *Table) SetPathRecheck(d time.Duration) { t.recheck = d }
 
-// acquireFast reuses the open File of path when its path was resolved less
-// than recheck ago and an fstat of its descriptor shows the same Identity and
-// a link count above zero. fstat costs about a third of a path stat here, and
-// it still catches every change to the file itself: a write or truncate
-// changes size/mtime/ctime, and a rename over it or an unlink changes its
-// ctime and link count. Only a swap of a parent directory or symlink leaves the
-// old file untouched; the periodic path stat bounds that to recheck.
+// acquireFast reuses the open File of path without opening anything. A File
+// checked less than trust ago (any time for TrustForever) is returned with no
+// syscall. Otherwise, when its path was resolved less than recheck ago, an
+// fstat of its descriptor must show the same Identity and a link count above
+// zero. fstat costs about a third of a path stat here, and it still catches
+// every change to the file itself: a write or truncate changes
+// size/mtime/ctime, and a rename over it or an unlink changes its ctime and
+// link count. Only a swap of a parent directory or symlink leaves the old file
+// untouched; the periodic path stat bounds that to recheck.
 // Returns nil when the slow path must decide.
-func (t *Table) acquireFast(path string) *File {
-	if t.recheck <= 0 || len(path) == 0 || path[0] != '/' {
+func (t *Table) acquireFast(path string, trust time.Duration) *File {
+	if len(path) == 0 || (trust == TrustNone && (t.recheck <= 0 || path[0] != '/')) {
 		// A relative path names another file after a chdir; only a stat of
-		// the path itself can tell, so relative paths take the slow path.
+		// the path itself can tell, so strict reads of relative paths take
+		// the slow path.
 		return nil
 	}
 	t.mu.RLock()
 	f := t.byPath[path]
-	if f == nil || t.closed || nanotime()-f.resolved.Load() > int64(t.recheck) {
+	if f == nil || t.closed {
 		t.mu.RUnlock()
 		return nil
 	}
 	f.refs.Add(1)
 	t.mu.RUnlock()
-	var st unix.Stat_t
-	if err := retryEINTR(func() error { return unix.Fstat(f.FD, &st) }); err != nil || st.Nlink == 0 || identOf(&st) != f.Ident {
+	if trust == TrustForever {
+		return f
+	}
+	now := nanotime()
+	if trust > 0 && now-f.checked.Load() < int64(trust) {
+		return f
+	}
+	if t.recheck <= 0 || path[0] != '/' || now-f.resolved.Load() > int64(t.recheck) {
 		f.Release()
 		return nil
 	}
-	f.lastUse.Store(t.tick.Add(1))
+	var st unix.Stat_t
+	if err := f.fstat(&st); err != nil || st.Nlink == 0 || identOf(&st) != f.Ident {
+		f.Release()
+		return nil
+	}
+	t.st.Revalidations.Add(1)
+	if trust > 0 {
+		f.checked.Store(now)
+	}
 	return f
+}
+
+// fstat stats f's descriptor, retrying EINTR.
+func (f *File) fstat(st *unix.Stat_t) error {
+	if f.localFS {
+		return fstatQuick(f.FD, st)
+	}
+	return retryEINTR(func() error { return unix.Fstat(f.FD, st) })
 }
 
 // VersionOf returns the ID that path's current version has (or would have)

@@ -37,3 +37,16 @@ func statPath(path string, st *unix.Stat_t) error {
 	}
 	return nil
 }
+
+// fstatQuick is fstat as a raw system call: no hand-off of the scheduler's P,
+// which costs about 0.1 µs of the ~0.5 µs a strict cache hit spends checking
+// its file. Only for descriptors on local file systems (File.localFS), where
+// fstat copies the in-memory inode and cannot block; a raw call that blocked
+// would stall the goroutines of its P.
+func fstatQuick(fd int, st *unix.Stat_t) error {
+	_, _, e := unix.RawSyscall(unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(st)), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}

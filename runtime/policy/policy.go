@@ -42,11 +42,12 @@ const (
 
 // Hint flags; values equal MEMTIER_READ_*.
 const (
-	ReadOnce     uint32 = 1
-	ReadWillUse  uint32 = 2
-	ReadDirect   uint32 = 4
-	ReadBuffered uint32 = 8
-	AllFlags            = ReadOnce | ReadWillUse | ReadDirect | ReadBuffered
+	ReadOnce      uint32 = 1
+	ReadWillUse   uint32 = 2
+	ReadDirect    uint32 = 4
+	ReadBuffered  uint32 = 8
+	ReadImmutable uint32 = 16 // trust the file as last checked (no freshness syscall)
+	AllFlags             = ReadOnce | ReadWillUse | ReadDirect | ReadBuffered | ReadImmutable
 )
 
 // Direct modes; values equal config.Direct*.

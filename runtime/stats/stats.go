@@ -30,6 +30,9 @@ type Counters struct {
 	GDSFallbacks                atomic.Uint64
 	H2DBytes, H2DNanos          atomic.Uint64
 	StagedReadNanos             atomic.Uint64
+	// Added in 0.3.
+	Revalidations   atomic.Uint64 // freshness checks of files already open
+	ReadvInlineHits atomic.Uint64 // readv elements copied from the DRAM cache inline
 }
 
 // Snapshot is a copy of the counters plus two state gauges (resident and budget
@@ -63,6 +66,8 @@ type Snapshot struct {
 	GDSFallbacks                     uint64
 	H2DBytes, H2DNanos               uint64
 	StagedReadNanos                  uint64
+	// Added in 0.3.
+	Revalidations, ReadvInlineHits uint64
 }
 
 func (c *Counters) all() []*atomic.Uint64 {
@@ -76,7 +81,7 @@ func (c *Counters) all() []*atomic.Uint64 {
 		&c.ShortReadRetries, &c.AsyncRequests, &c.Errors, &c.FilesOpened,
 		&c.FilesEvicted, &c.StaleInvalidations,
 		&c.HBMHitRequests, &c.HBMHitBytes, &c.GDSFallbacks, &c.H2DBytes, &c.H2DNanos,
-		&c.StagedReadNanos,
+		&c.StagedReadNanos, &c.Revalidations, &c.ReadvInlineHits,
 	}
 }
 
@@ -102,6 +107,7 @@ func (c *Counters) Snapshot() Snapshot {
 		HBMHitRequests: c.HBMHitRequests.Load(), HBMHitBytes: c.HBMHitBytes.Load(),
 		GDSFallbacks: c.GDSFallbacks.Load(), H2DBytes: c.H2DBytes.Load(), H2DNanos: c.H2DNanos.Load(),
 		StagedReadNanos: c.StagedReadNanos.Load(),
+		Revalidations:   c.Revalidations.Load(), ReadvInlineHits: c.ReadvInlineHits.Load(),
 	}
 }
 

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
+)
+
+// The span walker: the one loop that moves a plan's bytes, tier by tier.
+
+// parallelCopyMin: a plan whose DRAM-cache bytes are at least this large
+// copies them on several workers. One thread copies about 9.5 GB/s here and
+// two about 17 GB/s (DESIGN.md), while waking a helper costs tens of
+// microseconds, so below a few hundred microseconds of copying the caller
+// copies alone.
+const parallelCopyMin = 2 << 20
+
+// copyUnitMin is the least a parallel copy unit moves.
+const copyUnitMin = 1 << 20
+
+// unit is a run of spans [a, b) that one worker executes in order.
+type unit struct{ a, b int }
+
+// units cuts the plan into parallel units: every span that does I/O (fill or
+// source) is a unit of its own, so reads run concurrently (a source span splits
+// itself further into tasks), and DRAM spans are grouped into copy units of
+// copyUnitMin or more. A plan that does no I/O and copies less than
+// parallelCopyMin is one unit, run on the caller: the hot path. nil means one
+// unit.
+func (c *Context) units(p *plan) []unit {
+	spans := p.list()
+	if len(spans) <= 1 {
+		return nil
+	}
+	io := 0
+	for _, s := range spans {
+		if s.tier != tierDRAM {
+			io++
+		}
+	}
+	if io == 0 && (p.cached < parallelCopyMin || p.prefetch) {
+		return nil
+	}
+	if io == 1 && p.cached < parallelCopyMin {
+		return nil // one read plus small copies: the read parallelises itself
+	}
+	target := max(copyUnitMin, p.cached/uint64(4*c.opts.IOThreads))
+	var us []unit
+	start, acc := 0, uint64(0)
+	for i, s := range spans {
+		if s.tier != tierDRAM {
+			if i > start {
+				us = append(us, unit{start, i})
+			}
+			us = append(us, unit{i, i + 1})
+			start, acc = i+1, 0
+			continue
+		}
+		acc += s.size
+		if acc >= target {
+			us = append(us, unit{start, i + 1})
+			start, acc = i+1, 0
+		}
+	}
+	if start < len(spans) {
+		us = append(us, unit{start, len(spans)})
+	}
+	if len(us) == 1 {
+		return nil
+	}
+	return us
+}
+
+// exec serves plan p into dst (len p.size; nil for a prefetch) and releases
+// it. nowait: never block on storage; a byte that is not in the page cache
+// fails the plan with errWouldBlock (readv's first pass), after starting its
+// readahead.
+func (c *Context) exec(p *plan, dst []byte, nowait bool) (served, error) {
+	defer p.release()
+	us := c.units(p)
+	if us == nil || nowait {
+		var s served
+		spans := p.list()
+		for i := range spans {
+			if err := c.execSpan(p.f, p.off, p.d.Path, &spans[i], dst, nowait, &s); err != nil {
+				return s, err
+			}
+		}
+		return s, nil
+	}
+	return c.execParallel(p, us, dst)
+}
+
+// execParallel runs the units of p on the I/O workers. It moves the spans
+// (and their pins) to memory of its own, so the plan itself never escapes to
+// the heap on the hot path.
+func (c *Context) execParallel(p *plan, us []unit, dst []byte) (served, error) {
+	spans := append([]span(nil), p.list()...)
+	for i := range p.list() {
+		p.list()[i].blk = nil // owned by spans now
+	}
+	defer releaseSpans(spans)
+	f, off, path := p.f, p.off, p.d.Path
+	per := make([]served, len(us))
+	err := c.rd.Run(len(us), c.opts.IOThreads, func(k int) error {
+		for i := us[k].a; i < us[k].b; i++ {
+			if err := c.execSpan(f, off, path, &spans[i], dst, false, &per[k]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var total served
+	for _, s := range per {
+		total.add(s)
+	}
+	return total, err
+}
+
+// errWouldBlock stops a non-blocking plan: the pages are not in the page
+// cache yet (their readahead has been started).
+var errWouldBlock = errs.New(errs.Busy, "readv", "pages not in the page cache yet")
+
+// execSpan serves one span, adding the bytes it delivered, by path, to *out.
+func (c *Context) execSpan(f *files.File, base uint64, path int, s *span, dst []byte, nowait bool, out *served) error {
+	var part []byte
+	if dst != nil {
+		part = dst[s.off-base : s.off-base+s.size]
+	}
+	switch s.tier {
+	case tierDRAM:
+		blk := s.blk
+		bs := c.cache.BlockSize()
+		lo := s.off % bs
+		copy(part, blk.Data()[lo:lo+s.size])
+		s.blk = nil
+		blk.Release()
+		c.st.CacheHits.Add(1)
+		out.cache += s.size
+		return nil
+	case tierSource:
+		if nowait {
+			if !c.rd.PreadNowait(f.FD, part, int64(s.off)) {
+				return errWouldBlock
+			}
+			out.buffered += s.size
+			return nil
+		}
+		r, err := c.storage(f, part, s.off, path)
+		out.add(r)
+		return err
+	}
+	return c.fillSpan(f, path, s, part, nowait, out)
+}
+
+// fillSpan reads the pages of a span's block that are not valid yet from the
+// source into the block, then copies the span out (part nil: fill only). When
+// the cache cannot make room (everything pinned) the span is read straight
+// into part instead.
+func (c *Context) fillSpan(f *files.File, path int, s *span, part []byte, nowait bool, out *served) error {
+	bs := c.cache.BlockSize()
+	blo := s.off / bs * bs
+	lo, hi := s.off-blo, s.off-blo+s.size
+	blk := c.cache.AcquireQuiet(f.ID, blo/bs)
+	if blk == nil { // no room: read around the cache
+		c.st.CacheMisses.Add(1)
+		if part == nil {
+			return nil // nothing to prefetch into; not an error
+		}
+		if nowait {
+			if !c.rd.PreadNowait(f.FD, part, int64(s.off)) {
+				return errWouldBlock
+			}
+			out.buffered += s.size
+			return nil
+		}
+		r, err := c.storage(f, part, s.off, path)
+		out.add(r)
+		return err
+	}
+	defer blk.Release()
+	fileSize := uint64(f.Ident.Size)
+	var fillPath served
+	var fresh uint64 // bytes of [lo, hi) this call read from the source
+	var got uint64   // bytes this call read into the block (whole pages)
+	_, err := blk.Fill(int(lo), int(hi), func(pg []byte, boff int) error {
+		if avail := fileSize - blo - uint64(boff); uint64(len(pg)) > avail {
+			pg = pg[:avail] // the page holding end of file: read what exists
+		}
+		var r served
+		if nowait {
+			if !c.rd.PreadNowait(f.FD, pg, int64(blo)+int64(boff)) {
+				return errWouldBlock
+			}
+			r.buffered = uint64(len(pg))
+		} else {
+			var err error
+			if r, err = c.storage(f, pg, blo+uint64(boff), path); err != nil {
+				return err
+			}
+		}
+		run0, run1 := uint64(boff), uint64(boff)+uint64(len(pg))
+		fresh += min(run1, hi) - min(max(run0, lo), min(run1, hi))
+		c.st.CacheInsertedBytes.Add(uint64(len(pg)))
+		got += uint64(len(pg))
+		fillPath.add(r)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	copy(part, blk.Data()[lo:hi])
+	out.fetched += got
+	if got > 0 {
+		c.st.CacheMisses.Add(1)
+	} else {
+		c.st.CacheHits.Add(1) // another request filled it meanwhile
+	}
+	out.cache += s.size - fresh // pages another request had already filled
+	if fillPath.direct > 0 {
+		out.direct += fresh
+	} else {
+		out.buffered += fresh
+	}
+	return nil
+}
