@@ -14,6 +14,7 @@ import (
 	"github.com/memtier/memtier/runtime/iopath"
 	"github.com/memtier/memtier/runtime/mem"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/source"
 	"github.com/memtier/memtier/runtime/stats"
 )
 
@@ -24,8 +25,9 @@ type Context struct {
 	st    stats.Counters
 	files *files.Table
 	rd    *iopath.Reader
-	cache *cache.Cache // nil when the cache is disabled
-	arena *mem.Arena   // block memory of the cache, off the Go heap
+	src   source.Source // bottom of the tier stack: local files (source.Local)
+	cache *cache.Cache  // nil when the cache is disabled
+	arena *mem.Arena    // block memory of the cache, off the Go heap
 
 	mu      sync.RWMutex // read: a call in progress; write: Close
 	closed  bool
@@ -79,6 +81,7 @@ func New(o config.Options) (*Context, error) {
 	c.rd = rd
 	c.files = files.NewTable(o.MaxOpenFiles, &c.st)
 	c.files.SetDirectCloseHook(c.forgetDirect)
+	c.src = &source.Local{Files: c.files, RD: rd, DirectRequired: o.DirectMode == policy.DirectRequired}
 	if o.PathRecheckMs > 0 {
 		c.files.SetPathRecheck(time.Duration(o.PathRecheckMs) * time.Millisecond)
 	}

@@ -4,9 +4,8 @@ import (
 	"fmt"
 
 	"github.com/memtier/memtier/runtime/cache"
-	"github.com/memtier/memtier/runtime/files"
-	"github.com/memtier/memtier/runtime/iopath"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/source"
 )
 
 // Tiers a span is served by, top of the stack first. The HBM tier of CUDA
@@ -35,7 +34,7 @@ type span struct {
 // tasks execute it. makePlan builds it once; exec is the read, and Explain
 // formats the same plan, so what explain says is what a read does.
 type plan struct {
-	f         *files.File
+	obj       source.Object // the source's open version of the file or object
 	off, size uint64
 	in        policy.Input // what the policy saw (explain only)
 	d         policy.Decision
@@ -61,8 +60,9 @@ type planOpts struct {
 // rest, and splits the rest into fill spans (one per block, when the policy
 // admits the request) or merged source spans. The caller must exec or release
 // the plan.
-func (c *Context) makePlan(p *plan, f *files.File, off, size uint64, flags uint32, o planOpts) {
-	*p = plan{f: f, off: off, size: size, prefetch: o.prefetch}
+func (c *Context) makePlan(p *plan, obj source.Object, off, size uint64, flags uint32, o planOpts) {
+	*p = plan{obj: obj, off: off, size: size, prefetch: o.prefetch}
+	version := obj.Version()
 	if o.prefetch {
 		flags |= policy.ReadWillUse
 	}
@@ -75,7 +75,7 @@ func (c *Context) makePlan(p *plan, f *files.File, off, size uint64, flags uint3
 		}
 		for blo := off / bs * bs; blo < end; blo += bs {
 			lo, hi := max(off, blo), min(end, blo+bs)
-			blk := pin(f.ID, blo/bs)
+			blk := pin(version, blo/bs)
 			if blk == nil {
 				continue
 			}
@@ -92,13 +92,11 @@ func (c *Context) makePlan(p *plan, f *files.File, off, size uint64, flags uint3
 		p.d = *o.decided
 	case o.exact:
 		p.in = policy.Input{Target: policy.TargetCPU, Size: size, Flags: flags, CachedBytes: p.cached,
-			DirectRefused: f.DirectRefused()}
-		if n, err := iopath.Resident(f.FD, int64(off), int64(size)); err == nil {
-			p.in.ResidentBytes, p.in.ResidentKnown = uint64(n), true
-		}
+			DirectRefused: c.src.DirectRefused(obj)}
+		p.in.ResidentBytes, p.in.ResidentKnown = c.src.Resident(obj, off, size, 0)
 		p.d = policy.Decide(c.pol, p.in)
 	default:
-		p.d = c.decide(f, off, size, flags, p.cached)
+		p.d = c.decideObj(obj, off, size, flags, p.cached)
 	}
 	if p.cached == size {
 		return

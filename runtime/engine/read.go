@@ -8,8 +8,8 @@ import (
 
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
-	"github.com/memtier/memtier/runtime/iopath"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/source"
 )
 
 // served counts the bytes of one request by the path that delivered them.
@@ -140,10 +140,11 @@ func (c *Context) acquireStrict(path string) (*files.File, error) {
 }
 
 func (c *Context) acquireTrusting(path string, trust time.Duration) (*files.File, error) {
-	f, stale, err := c.files.AcquireTrusting(path, trust)
+	obj, stale, err := c.src.Open(path, trust)
 	if err != nil {
 		return nil, err
 	}
+	f := source.File(obj)
 	if stale != 0 {
 		if c.cache != nil {
 			c.cache.DropFile(stale)
@@ -168,12 +169,15 @@ const residencySamples = 64
 // decide runs the policy for [off, off+len(dst)) of f, probing page-cache
 // residency only when the answer depends on it.
 func (c *Context) decide(f *files.File, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
+	return c.decideObj(f, off, size, flags, cached)
+}
+
+// decideObj is decide for any source object: the source tells residency.
+func (c *Context) decideObj(o source.Object, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
 	in := policy.Input{Target: policy.TargetCPU, Size: size, Flags: flags, CachedBytes: cached,
-		DirectRefused: f.DirectRefused()}
+		DirectRefused: c.src.DirectRefused(o)}
 	if policy.NeedsResidency(c.pol, in) {
-		if n, err := iopath.ResidentEstimate(f.FD, int64(off), int64(size), residencySamples); err == nil {
-			in.ResidentBytes, in.ResidentKnown = uint64(n), true
-		}
+		in.ResidentBytes, in.ResidentKnown = c.src.Resident(o, off, size, residencySamples)
 	}
 	return policy.Decide(c.pol, in)
 }
@@ -200,33 +204,20 @@ func (c *Context) serveDecided(f *files.File, off uint64, dst []byte, path int, 
 // which path actually moved the bytes (direct falls back to buffered when the
 // file system refuses O_DIRECT).
 func (c *Context) storage(f *files.File, dst []byte, off uint64, path int) (served, error) {
-	n := uint64(len(dst))
-	if path == policy.PathDirect {
-		got, fellBack, err := c.rd.ReadDirect(f, dst, int64(off), c.opts.DirectMode == policy.DirectRequired)
-		if err != nil {
-			return served{}, err
-		}
-		if uint64(got) < n {
-			return served{}, shrunk(f, off, n)
-		}
-		if fellBack {
-			return served{buffered: n}, nil
-		}
-		return served{direct: n}, nil
-	}
-	got, err := c.rd.ReadBuffered(f, dst, int64(off))
+	return c.fetch(f, dst, off, path)
+}
+
+// fetch reads dst from source object o at off by path, counting the bytes by
+// the path that moved them.
+func (c *Context) fetch(o source.Object, dst []byte, off uint64, path int) (served, error) {
+	used, err := c.src.ReadAt(o, dst, off, path)
 	if err != nil {
 		return served{}, err
 	}
-	if uint64(got) < n {
-		return served{}, shrunk(f, off, n)
+	if used == source.PathDirect {
+		return served{direct: uint64(len(dst))}, nil
 	}
-	return served{buffered: n}, nil
-}
-
-// shrunk reports a file that got shorter between stat and pread.
-func shrunk(f *files.File, off, n uint64) error {
-	return errs.At(errs.EOF, "read", f.Path, int64(off), "file shrank while reading [%d, %d)", off, off+n)
+	return served{buffered: uint64(len(dst))}, nil
 }
 
 func (s *served) add(o served) {
@@ -235,3 +226,6 @@ func (s *served) add(o served) {
 	s.direct += o.direct
 	s.fetched += o.fetched
 }
+
+// shrunk reports a file that got shorter between stat and pread.
+func shrunk(f *files.File, off, n uint64) error { return source.Shrunk(f, off, n) }

@@ -2,7 +2,7 @@ package engine
 
 import (
 	"github.com/memtier/memtier/runtime/errs"
-	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/source"
 )
 
 // The span walker: the one loop that moves a plan's bytes, tier by tier.
@@ -81,7 +81,7 @@ func (c *Context) exec(p *plan, dst []byte, nowait bool) (served, error) {
 		var s served
 		spans := p.list()
 		for i := range spans {
-			if err := c.execSpan(p.f, p.off, p.d.Path, &spans[i], dst, nowait, &s); err != nil {
+			if err := c.execSpan(p.obj, p.off, p.d.Path, &spans[i], dst, nowait, &s); err != nil {
 				return s, err
 			}
 		}
@@ -99,7 +99,7 @@ func (c *Context) execParallel(p *plan, us []unit, dst []byte) (served, error) {
 		p.list()[i].blk = nil // owned by spans now
 	}
 	defer releaseSpans(spans)
-	f, off, path := p.f, p.off, p.d.Path
+	f, off, path := p.obj, p.off, p.d.Path
 	per := make([]served, len(us))
 	err := c.rd.Run(len(us), c.opts.IOThreads, func(k int) error {
 		for i := us[k].a; i < us[k].b; i++ {
@@ -121,7 +121,7 @@ func (c *Context) execParallel(p *plan, us []unit, dst []byte) (served, error) {
 var errWouldBlock = errs.New(errs.Busy, "readv", "pages not in the page cache yet")
 
 // execSpan serves one span, adding the bytes it delivered, by path, to *out.
-func (c *Context) execSpan(f *files.File, base uint64, path int, s *span, dst []byte, nowait bool, out *served) error {
+func (c *Context) execSpan(f source.Object, base uint64, path int, s *span, dst []byte, nowait bool, out *served) error {
 	var part []byte
 	if dst != nil {
 		part = dst[s.off-base : s.off-base+s.size]
@@ -139,13 +139,13 @@ func (c *Context) execSpan(f *files.File, base uint64, path int, s *span, dst []
 		return nil
 	case tierSource:
 		if nowait {
-			if !c.rd.PreadNowait(f.FD, part, int64(s.off)) {
+			if !c.src.ReadNoWait(f, part, s.off) {
 				return errWouldBlock
 			}
 			out.buffered += s.size
 			return nil
 		}
-		r, err := c.storage(f, part, s.off, path)
+		r, err := c.fetch(f, part, s.off, path)
 		out.add(r)
 		return err
 	}
@@ -156,29 +156,29 @@ func (c *Context) execSpan(f *files.File, base uint64, path int, s *span, dst []
 // source into the block, then copies the span out (part nil: fill only). When
 // the cache cannot make room (everything pinned) the span is read straight
 // into part instead.
-func (c *Context) fillSpan(f *files.File, path int, s *span, part []byte, nowait bool, out *served) error {
+func (c *Context) fillSpan(f source.Object, path int, s *span, part []byte, nowait bool, out *served) error {
 	bs := c.cache.BlockSize()
 	blo := s.off / bs * bs
 	lo, hi := s.off-blo, s.off-blo+s.size
-	blk := c.cache.AcquireQuiet(f.ID, blo/bs)
+	blk := c.cache.AcquireQuiet(f.Version(), blo/bs)
 	if blk == nil { // no room: read around the cache
 		c.st.CacheMisses.Add(1)
 		if part == nil {
 			return nil // nothing to prefetch into; not an error
 		}
 		if nowait {
-			if !c.rd.PreadNowait(f.FD, part, int64(s.off)) {
+			if !c.src.ReadNoWait(f, part, s.off) {
 				return errWouldBlock
 			}
 			out.buffered += s.size
 			return nil
 		}
-		r, err := c.storage(f, part, s.off, path)
+		r, err := c.fetch(f, part, s.off, path)
 		out.add(r)
 		return err
 	}
 	defer blk.Release()
-	fileSize := uint64(f.Ident.Size)
+	fileSize := f.Size()
 	var fillPath served
 	var fresh uint64 // bytes of [lo, hi) this call read from the source
 	var got uint64   // bytes this call read into the block (whole pages)
@@ -188,13 +188,13 @@ func (c *Context) fillSpan(f *files.File, path int, s *span, part []byte, nowait
 		}
 		var r served
 		if nowait {
-			if !c.rd.PreadNowait(f.FD, pg, int64(blo)+int64(boff)) {
+			if !c.src.ReadNoWait(f, pg, blo+uint64(boff)) {
 				return errWouldBlock
 			}
 			r.buffered = uint64(len(pg))
 		} else {
 			var err error
-			if r, err = c.storage(f, pg, blo+uint64(boff), path); err != nil {
+			if r, err = c.fetch(f, pg, blo+uint64(boff), path); err != nil {
 				return err
 			}
 		}

@@ -212,6 +212,15 @@ func (f *File) AlignSource() string {
 	return f.alignSrc
 }
 
+// Name returns the path the File was acquired by (source.Object).
+func (f *File) Name() string { return f.Path }
+
+// Version returns the File's version ID (source.Object).
+func (f *File) Version() uint64 { return f.ID }
+
+// Size returns the file's size in bytes at this version (source.Object).
+func (f *File) Size() uint64 { return uint64(f.Ident.Size) }
+
 // DirectRefused reports whether O_DIRECT is known not to work for this File
 // (refused at open, or marked by MarkDirectRefused). It opens nothing: false
 // also means "not tried yet". Safe for concurrent use; no syscall.
