@@ -4,11 +4,14 @@ import (
 	"testing"
 
 	"github.com/memtier/memtier/runtime/config"
+	"github.com/memtier/memtier/runtime/policy"
 )
 
 // BenchmarkReadCachedRandom256: cached 4 KiB reads at random offsets over a
 // prefetched 256 MiB file (bench_hot_path's strict row, without cgo).
-func BenchmarkReadCachedRandom256(b *testing.B) {
+func BenchmarkReadCachedRandom256(b *testing.B) { benchCachedRandom(b, 0) }
+
+func benchCachedRandom(b *testing.B, flags uint32) {
 	const size = 256 << 20
 	path := writeP(b, size)
 	c := newCtx(b, func(o *config.Options) { o.CacheBytes = 320 << 20 })
@@ -24,7 +27,7 @@ func BenchmarkReadCachedRandom256(b *testing.B) {
 	dst := make([]byte, 4096)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := c.Read(path, offs[i&(1<<20-1)], 4096, dst, 0, 0); err != nil {
+		if err := c.Read(path, offs[i&(1<<20-1)], 4096, dst, 0, flags); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -57,4 +60,10 @@ func BenchmarkReadLargeCached(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkReadCachedRandom256Immutable is BenchmarkReadCachedRandom256 with
+// READ_IMMUTABLE: no freshness check (bench_hot_path's immutable row).
+func BenchmarkReadCachedRandom256Immutable(b *testing.B) {
+	benchCachedRandom(b, policy.ReadImmutable)
 }

@@ -609,6 +609,7 @@ func (t *Table) acquireFast(path string, trust time.Duration) *File {
 	}
 	f.refs.Add(1)
 	t.mu.RUnlock()
+	f.lastUse.Store(t.tick.Add(1))
 	if trust == TrustForever {
 		return f
 	}
@@ -626,9 +627,7 @@ func (t *Table) acquireFast(path string, trust time.Duration) *File {
 		return nil
 	}
 	t.st.Revalidations.Add(1)
-	if trust > 0 {
-		f.checked.Store(now)
-	}
+	f.checked.Store(now)
 	return f
 }
 

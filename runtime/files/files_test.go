@@ -468,3 +468,35 @@ func TestDirectAlignment(t *testing.T) {
 		}
 	}
 }
+
+// TestFastPathKeepsLRU: a File reused through the fstat fast path, or
+// trusted without any check, counts as recently used, so the table evicts
+// the idle file nobody read instead.
+func TestFastPathKeepsLRU(t *testing.T) {
+	for _, trust := range []time.Duration{TrustNone, TrustForever} {
+		dir := t.TempDir()
+		var p [3]string
+		for i := range p {
+			p[i] = filepath.Join(dir, fmt.Sprintf("f%d", i))
+			write(t, p[i], []byte("data"))
+		}
+		tab := NewTable(2, nil)
+		tab.SetPathRecheck(time.Hour)
+		acq := func(path string) *File {
+			f, _, err := tab.AcquireTrusting(path, trust)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Release()
+			return f
+		}
+		a := acq(p[0])
+		acq(p[1])
+		acq(p[0]) // fast path (or trusted): a is now the most recent
+		acq(p[2]) // evicts the least recently used: p[1]
+		if tab.byPath[p[0]] != a || tab.byPath[p[1]] != nil || tab.Len() != 2 {
+			t.Fatalf("trust %v: the table kept %v, want %s and %s", trust, tab.byPath, p[0], p[2])
+		}
+		tab.Close()
+	}
+}
