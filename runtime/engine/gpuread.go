@@ -590,17 +590,10 @@ func (c *Context) prefetchHBM(path string, off, size uint64) (uint64, error) {
 		return 0, err
 	}
 	defer f.Release()
-	fsize := uint64(f.Ident.Size)
-	end := fsize
-	if size != 0 && off+size >= off && off+size < fsize {
-		end = off + size
-	}
+	bs := h.BlockSize()
+	off, end := prefetchRange(f, off, size, c.opts.HBMCacheBytes/bs*bs, bs)
 	if off >= end {
 		return 0, nil
-	}
-	bs := h.BlockSize()
-	if budget := c.opts.HBMCacheBytes / bs * bs; end-off > budget {
-		off = (end - budget + bs - 1) / bs * bs
 	}
 	c.gpu.fbMu.Lock()
 	if c.gpu.hbmFiles == nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
 )
 
 // Prefetch destinations; values equal MEMTIER_PREFETCH_*.
@@ -49,17 +50,9 @@ func (c *Context) prefetch(path string, off, size uint64, flags uint32) (uint64,
 		return 0, err
 	}
 	defer f.Release()
-	fsize := uint64(f.Ident.Size)
-	end := fsize
-	if size != 0 && off+size >= off && off+size < fsize {
-		end = off + size
-	}
+	off, end := prefetchRange(f, off, size, c.cache.Budget(), c.cache.BlockSize())
 	if off >= end {
 		return 0, nil
-	}
-	if budget := c.cache.Budget(); end-off > budget {
-		bs := c.cache.BlockSize()
-		off = (end - budget + bs - 1) / bs * bs
 	}
 	s, err := c.serve(f, off, end-off, nil, 0, true)
 	n := s.fetched
@@ -69,3 +62,18 @@ func (c *Context) prefetch(path string, off, size uint64, flags uint32) (uint64,
 
 // GPUReason says why GPU targets are unavailable (for messages).
 func GPUReason() string { return gpu.Reason() }
+
+// prefetchRange clips a prefetch of [off, off+size) of f (size 0: to end of
+// file) to the file, then to its last budget bytes starting at a block
+// boundary of bs: a range larger than the tier keeps its tail. off >= end
+// means nothing to prefetch.
+func prefetchRange(f *files.File, off, size, budget, bs uint64) (uint64, uint64) {
+	end := uint64(f.Ident.Size)
+	if size != 0 && off+size >= off && off+size < end {
+		end = off + size
+	}
+	if off < end && end-off > budget {
+		off = (end - budget + bs - 1) / bs * bs
+	}
+	return off, end
+}

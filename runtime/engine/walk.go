@@ -138,18 +138,25 @@ func (c *Context) execSpan(f source.Object, base uint64, path int, s *span, dst 
 		out.cache += s.size
 		return nil
 	case tierSource:
-		if nowait {
-			if !c.src.ReadNoWait(f, part, s.off) {
-				return errWouldBlock
-			}
-			out.buffered += s.size
-			return nil
-		}
-		r, err := c.fetch(f, part, s.off, path)
-		out.add(r)
-		return err
+		return c.readSource(f, part, s.off, path, nowait, out)
 	}
 	return c.fillSpan(f, path, s, part, nowait, out)
+}
+
+// readSource reads dst from the source at off by path, or, nowait, only if
+// the source has it without waiting (else errWouldBlock), adding the bytes by
+// path to *out.
+func (c *Context) readSource(f source.Object, dst []byte, off uint64, path int, nowait bool, out *served) error {
+	if nowait {
+		if !c.src.ReadNoWait(f, dst, off) {
+			return errWouldBlock
+		}
+		out.buffered += uint64(len(dst))
+		return nil
+	}
+	r, err := c.fetch(f, dst, off, path)
+	out.add(r)
+	return err
 }
 
 // fillSpan reads the pages of a span's block that are not valid yet from the
@@ -166,16 +173,7 @@ func (c *Context) fillSpan(f source.Object, path int, s *span, part []byte, nowa
 		if part == nil {
 			return nil // nothing to prefetch into; not an error
 		}
-		if nowait {
-			if !c.src.ReadNoWait(f, part, s.off) {
-				return errWouldBlock
-			}
-			out.buffered += s.size
-			return nil
-		}
-		r, err := c.fetch(f, part, s.off, path)
-		out.add(r)
-		return err
+		return c.readSource(f, part, s.off, path, nowait, out)
 	}
 	defer blk.Release()
 	fileSize := f.Size()
@@ -187,16 +185,8 @@ func (c *Context) fillSpan(f source.Object, path int, s *span, part []byte, nowa
 			pg = pg[:avail] // the page holding end of file: read what exists
 		}
 		var r served
-		if nowait {
-			if !c.src.ReadNoWait(f, pg, blo+uint64(boff)) {
-				return errWouldBlock
-			}
-			r.buffered = uint64(len(pg))
-		} else {
-			var err error
-			if r, err = c.fetch(f, pg, blo+uint64(boff), path); err != nil {
-				return err
-			}
+		if err := c.readSource(f, pg, blo+uint64(boff), path, nowait, &r); err != nil {
+			return err
 		}
 		run0, run1 := uint64(boff), uint64(boff)+uint64(len(pg))
 		fresh += min(run1, hi) - min(max(run0, lo), min(run1, hi))
