@@ -610,7 +610,7 @@ func (c *Context) prefetchHBM(path string, off, size uint64) (uint64, error) {
 	var fetched atomic.Uint64
 	err = c.rd.Run(len(todo), min(c.opts.IOThreads, gpu.DefaultLanes), func(k int) error {
 		blo := todo[k] * bs
-		n := min(bs, fsize-blo)
+		n := min(bs, uint64(f.Ident.Size)-blo)
 		ok, err := h.Fill(gpu.BlockKey{File: f.ID, Index: todo[k]}, n, func(p uintptr) error {
 			_, err := c.serveGPUSegment(f, blo, n, p, 0)
 			return err
