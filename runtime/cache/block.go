@@ -34,10 +34,37 @@ type Block struct {
 
 	fillMu sync.Mutex // serialises Fill
 
+	// S3-FIFO access frequency, 0..maxFreq: bumped by lock-free hits
+	// (lossy under races, which only blurs the eviction hint), reset and
+	// decremented by eviction under sh.mu.
+	freq atomic.Uint32
+
 	// Guarded by sh.mu.
 	prev, next *Block
 	q          uint8 // qNone, qSmall or qMain
-	freq       uint8 // S3-FIFO access frequency, 0..maxFreq
+}
+
+// bump raises the access frequency by one, saturating at maxFreq.
+func (b *Block) bump() {
+	if f := b.freq.Load(); f < maxFreq {
+		b.freq.CompareAndSwap(f, f+1)
+	}
+}
+
+// tryPin takes a pin unless the block was dropped or evicted, without any
+// lock. A pin taken before the drop keeps the block (and its buffer) alive,
+// exactly like one taken under the shard mutex: eviction only claims a block
+// whose pin count it moves from 0 to droppedBit.
+func (b *Block) tryPin() bool {
+	for {
+		p := b.pins.Load()
+		if p&droppedBit != 0 {
+			return false
+		}
+		if b.pins.CompareAndSwap(p, p+1) {
+			return true
+		}
+	}
 }
 
 const maxFreq = 3

@@ -29,6 +29,16 @@ type Cache struct {
 	mask      uint64 // len(shards) - 1
 	resident  atomic.Uint64
 	closed    atomic.Bool
+
+	// hint is a direct-mapped index of linked blocks, read without locks: a
+	// hit on the hot path is one atomic load, a key compare and a pin CAS,
+	// where the shard map costs its mutex, a hash probe and their cache
+	// misses. A slot holds the block last inserted or found there; lookups
+	// that miss it (collision, empty) take the shard path. Entries are
+	// cleared when their block leaves the shard; a stale one is harmless,
+	// because tryPin refuses a dropped block.
+	hint     []atomic.Pointer[Block]
+	hintMask uint64
 }
 
 // shard is one lock domain: a map of its blocks, the S3-FIFO queues and the
@@ -92,6 +102,8 @@ func newCache(budget, blockSize uint64, nshards int, alloc Allocator, st *stats.
 		mask:      uint64(nshards - 1),
 	}
 	perShard := budget / uint64(nshards) / blockSize
+	slots := uint64(1) << bits.Len64(max(1, 2*perShard*uint64(nshards))-1)
+	c.hint, c.hintMask = make([]atomic.Pointer[Block], slots), slots-1
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.c = c
@@ -155,6 +167,10 @@ func mix64(x uint64) uint64 {
 // evictable), or after Close. The caller must Release a non-nil result exactly
 // once. Safe for concurrent use.
 func (c *Cache) Acquire(fileID, index uint64, create bool) *Block {
+	if b := c.pinHinted(fileID, index, true); b != nil {
+		c.st.CacheHits.Add(1)
+		return b
+	}
 	s := c.shardFor(fileID, index)
 	k := key{fileID, index}
 	s.mu.Lock()
@@ -164,9 +180,8 @@ func (c *Cache) Acquire(fileID, index uint64, create bool) *Block {
 	}
 	if b := s.m[k]; b != nil {
 		b.pins.Add(1)
-		if b.freq < maxFreq {
-			b.freq++
-		}
+		b.bump()
+		c.setHint(b)
 		s.mu.Unlock()
 		c.st.CacheHits.Add(1)
 		return b
@@ -189,6 +204,9 @@ func (c *Cache) Acquire(fileID, index uint64, create bool) *Block {
 // gave up is not counted twice. Returns nil when no room can be made or the
 // cache is closed. Safe for concurrent use.
 func (c *Cache) AcquireQuiet(fileID, index uint64) *Block {
+	if b := c.pinHinted(fileID, index, true); b != nil {
+		return b
+	}
 	s := c.shardFor(fileID, index)
 	k := key{fileID, index}
 	s.mu.Lock()
@@ -198,9 +216,8 @@ func (c *Cache) AcquireQuiet(fileID, index uint64) *Block {
 	}
 	if b := s.m[k]; b != nil {
 		b.pins.Add(1)
-		if b.freq < maxFreq {
-			b.freq++
-		}
+		b.bump()
+		c.setHint(b)
 		return b
 	}
 	return s.insertLocked(k)
@@ -216,18 +233,52 @@ func (c *Cache) Touch(fileID, index uint64) *Block { return c.pin(fileID, index,
 // pin pins the block (fileID, index) if present, bumping its frequency when
 // bump is set; no stats.
 func (c *Cache) pin(fileID, index uint64, bump bool) *Block {
+	if b := c.pinHinted(fileID, index, bump); b != nil {
+		return b
+	}
 	s := c.shardFor(fileID, index)
 	s.mu.Lock()
 	b := s.m[key{fileID, index}]
 	if b != nil && !c.closed.Load() {
 		b.pins.Add(1)
-		if bump && b.freq < maxFreq {
-			b.freq++
+		if bump {
+			b.bump()
 		}
+		c.setHint(b)
 	} else {
 		b = nil
 	}
 	s.mu.Unlock()
+	return b
+}
+
+// slot is the hint slot of a key.
+func (c *Cache) slot(fileID, index uint64) *atomic.Pointer[Block] {
+	return &c.hint[mix64(fileID^index*0x9e3779b97f4a7c15)&c.hintMask]
+}
+
+// setHint makes b the hint of its slot. s.mu of b's shard is held, so b is
+// linked.
+func (c *Cache) setHint(b *Block) { c.slot(b.k.file, b.k.index).Store(b) }
+
+// clearHint empties b's slot if it still names b. s.mu of b's shard is held.
+func (c *Cache) clearHint(b *Block) { c.slot(b.k.file, b.k.index).CompareAndSwap(b, nil) }
+
+// pinHinted pins block (fileID, index) through the hint index without any
+// lock, or returns nil (not hinted, or dropped meanwhile): the caller then
+// asks the shard.
+func (c *Cache) pinHinted(fileID, index uint64, bump bool) *Block {
+	b := c.slot(fileID, index).Load()
+	if b == nil || b.k.file != fileID || b.k.index != index || !b.tryPin() {
+		return nil
+	}
+	if c.closed.Load() {
+		b.Release()
+		return nil
+	}
+	if bump {
+		b.bump()
+	}
 	return b
 }
 
@@ -266,6 +317,7 @@ func (s *shard) insertLocked(k key) *Block {
 		s.small.pushBack(b)
 	}
 	s.m[k] = b
+	c.setHint(b)
 	return b
 }
 
@@ -288,8 +340,8 @@ func (s *shard) evictLocked() []byte {
 				sPinned++
 				continue
 			}
-			if b.freq > 0 {
-				b.freq = 0
+			if b.freq.Load() > 0 {
+				b.freq.Store(0)
 				b.q = qMain
 				s.main.pushBack(b)
 				sPinned = 0
@@ -310,8 +362,8 @@ func (s *shard) evictLocked() []byte {
 				continue
 			}
 			mPinned = 0
-			if b.freq > 0 {
-				b.freq--
+			if f := b.freq.Load(); f > 0 {
+				b.freq.CompareAndSwap(f, f-1)
 				s.main.pushBack(b)
 				continue
 			}
@@ -332,6 +384,7 @@ func (s *shard) evictLocked() []byte {
 // dropped with no pins, and returns its buffer. s.mu must be held.
 func (s *shard) unlinkEvicted(b *Block) []byte {
 	delete(s.m, b.k)
+	s.c.clearHint(b)
 	b.q = qNone
 	data := b.data
 	b.data = nil
@@ -344,6 +397,7 @@ func (s *shard) unlinkEvicted(b *Block) []byte {
 // last Release frees it. s.mu must be held.
 func (s *shard) dropLocked(b *Block) bool {
 	delete(s.m, b.k)
+	s.c.clearHint(b)
 	switch b.q {
 	case qSmall:
 		s.small.remove(b)

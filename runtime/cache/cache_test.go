@@ -634,12 +634,12 @@ func TestStatsAndFrequency(t *testing.T) {
 	if h, m := st.CacheHits.Load(), st.CacheMisses.Load(); h != 5 || m != 2 {
 		t.Fatalf("hits %d misses %d, want 5 2", h, m)
 	}
-	if f := c.shards[0].m[key{1, 0}].freq; f != maxFreq {
+	if f := c.shards[0].m[key{1, 0}].freq.Load(); f != maxFreq {
 		t.Fatalf("freq %d, want %d (saturated)", f, maxFreq)
 	}
 	touch(t, c, 1, 1)
 	c.Peek(1, 1).Release()
-	if f := c.shards[0].m[key{1, 1}].freq; f != 0 {
+	if f := c.shards[0].m[key{1, 1}].freq.Load(); f != 0 {
 		t.Fatalf("Peek bumped freq to %d", f)
 	}
 	if c.Peek(1, 9) != nil {

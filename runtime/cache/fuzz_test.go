@@ -180,7 +180,7 @@ func checkFuzzInvariants(t *testing.T, c *Cache, alloc *countingAlloc, pinned in
 		for _, q := range []*fifo{&s.small, &s.main} {
 			for b := q.head; b != nil; b = b.next {
 				n++
-				if s.m[b.k] != b || b.freq > maxFreq || b.pins.Load()&droppedBit != 0 {
+				if s.m[b.k] != b || b.freq.Load() > maxFreq || b.pins.Load()&droppedBit != 0 {
 					s.mu.Unlock()
 					t.Fatalf("shard %d: bad queued block %+v", i, b.k)
 				}
