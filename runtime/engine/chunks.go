@@ -32,11 +32,17 @@ func (c *Context) LoadTensor(path string, off, size uint64, dst []byte, target i
 	return c.Read(path, off, size, dst, target, c.chunkFlags(size))
 }
 
-// chunkFlags are the read hints of one chunk or tensor of size bytes.
+// chunkFlags are the read hints of one chunk or tensor of size bytes: none.
+// The cache's admission limit alone keeps a tensor larger than
+// cache_admit_max_bytes out of the DRAM cache (policy.Admit). READ_ONCE, which
+// this used to pass for that, also means "not wanted again" and lets a cold
+// large read go O_DIRECT (policy row 7), which left the page cache empty, so
+// every relaunch of a script loading the checkpoint read it from disk again;
+// a tensor read without it stays buffered (row 17) and the next process finds
+// it in the page cache. A tensor of exactly cache_admit_max_bytes is now
+// admitted, like any read of that size.
 func (c *Context) chunkFlags(size uint64) uint32 {
-	if size >= c.opts.CacheAdmitMaxBytes {
-		return policy.ReadOnce
-	}
+	_ = size
 	return 0
 }
 

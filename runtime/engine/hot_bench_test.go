@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"os"
 	"testing"
 
 	"github.com/memtier/memtier/runtime/config"
@@ -66,4 +67,49 @@ func BenchmarkReadLargeCached(b *testing.B) {
 // READ_IMMUTABLE: no freshness check (bench_hot_path's immutable row).
 func BenchmarkReadCachedRandom256Immutable(b *testing.B) {
 	benchCachedRandom(b, policy.ReadImmutable)
+}
+
+// BenchmarkReadVCached256: memtier_readv of 256 random 4 KiB ranges all in
+// the DRAM cache, against a pread loop of the same ranges (page cache warm),
+// without cgo.
+func BenchmarkReadVCached256(b *testing.B) {
+	const size = 256 << 20
+	path := writeP(b, size)
+	c := newCtx(b, func(o *config.Options) { o.CacheBytes = 320 << 20 })
+	if _, err := c.Prefetch(path, 0, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+	v := make([]IOVec, 256)
+	bufs := make([]byte, 256*4096)
+	seed := uint64(1)
+	fill := func() {
+		for j := range v {
+			seed = seed*6364136223846793005 + 1442695040888963407
+			off := (seed >> 33) % (size / 4096) * 4096
+			v[j] = IOVec{Path: path, Off: off, Size: 4096, Dst: bufs[j*4096 : (j+1)*4096]}
+		}
+	}
+	b.Run("readv", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			fill()
+			if err := c.ReadV(v, 0, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.Run("pread", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			fill()
+			for j := range v {
+				if _, err := f.ReadAt(v[j].Dst, int64(v[j].Off)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

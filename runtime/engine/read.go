@@ -167,7 +167,9 @@ func checkEOF(f *files.File, off, size uint64) error {
 const residencySamples = 64
 
 // decide runs the policy for [off, off+len(dst)) of f, probing page-cache
-// residency only when the answer depends on it.
+// residency and the device's speeds only when the answer depends on them (a
+// large AUTO READ_ONCE read; coldProbe runs the device probe on the first
+// cold one of a device).
 func (c *Context) decide(f *files.File, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
 	return c.decideObj(f, off, size, flags, cached)
 }
@@ -178,6 +180,7 @@ func (c *Context) decideObj(o source.Object, off uint64, size uint64, flags uint
 		DirectRefused: c.src.DirectRefused(o)}
 	if policy.NeedsResidency(c.pol, in) {
 		in.ResidentBytes, in.ResidentKnown = c.src.Resident(o, off, size, residencySamples)
+		c.coldProbe(o, off, size, &in)
 	}
 	return policy.Decide(c.pol, in)
 }
