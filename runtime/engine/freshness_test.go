@@ -220,3 +220,29 @@ func TestPlan_LargeCachedReadCopiesInParallelUnits(t *testing.T) {
 		t.Fatal("wrong bytes")
 	}
 }
+
+func TestReadV_LargeCachedBatchSplitOverCPUs(t *testing.T) {
+	path := writeP(t, 4<<20)
+	c := newCtx(t, nil)
+	if _, err := c.Prefetch(path, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.ResetStats()
+	v := make([]IOVec, 300) // above inlineParallelMin
+	for i := range v {
+		off := uint64(i*7919%1000) * 4000
+		v[i] = IOVec{Path: path, Off: off, Size: 3000, Dst: make([]byte, 3000)}
+	}
+	if err := c.ReadV(v, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range v {
+		if v[i].Result != 3000 || !bytes.Equal(v[i].Dst, pfile(int(v[i].Off), 3000)) {
+			t.Fatalf("element %d: result %d or bytes wrong", i, v[i].Result)
+		}
+	}
+	if s := c.Stats(); s.ReadvInlineHits != 300 || s.CacheHitRequests != 300 || s.StorageBytes != 0 {
+		t.Fatalf("readv_inline_hits %d cache_hit_requests %d storage_bytes %d, want 300, 300, 0",
+			s.ReadvInlineHits, s.CacheHitRequests, s.StorageBytes)
+	}
+}
