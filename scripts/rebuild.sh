@@ -10,6 +10,11 @@
 #   CTEST_ARGS="-L abi" ./scripts/rebuild.sh /tmp/mt-build
 set -euo pipefail
 
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;   # prints usage and changes nothing
+esac
+
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 
 build="$root/build"

@@ -6,32 +6,42 @@
 # prints the large-read benchmark table (memtier vs a plain pread loop, O_DIRECT,
 # mmap and fio when installed; warm and cold page cache).
 #
-#   ./scripts/run_main.sh
-#   MEMTIER_MAIN_SIZE=268435456 ./scripts/run_main.sh      # a smaller file
-#   MEMTIER_EXPERIMENT_DIR=/nvme/dir ./scripts/run_main.sh  # where the file goes
-#   BUILD_DIR=/tmp/mt-build ./scripts/run_main.sh
+#   ./scripts/run_main.sh [--size=BYTES] [--dir=DIR] [--build=DIR] [--help]
+#   ./scripts/run_main.sh --size=268435456            # a smaller file
+#   ./scripts/run_main.sh --dir=/nvme/dir             # where the file goes
+# The same settings by environment: MEMTIER_MAIN_SIZE, MEMTIER_EXPERIMENT_DIR,
+# BUILD_DIR. The file goes to DIR, else $MEMTIER_EXPERIMENT_DIR, else
+# ./memtier_experiments in the repository (ignored by git); SEED.md's
+# /mnt/gds2/cwd_test is used only when named. --help prints this and changes
+# nothing; a bad argument exits 2 before anything is built or written.
 set -euo pipefail
 
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 build=${BUILD_DIR:-$root/build}
 size=${MEMTIER_MAIN_SIZE:-1073741824}
 name=${MEMTIER_MAIN_FILE:-memtier_exp_1g.bin}
+dir=${MEMTIER_EXPERIMENT_DIR:-}
+for arg in "$@"; do
+  case "$arg" in
+    -h | --help) usage; exit 0 ;;
+    --size=*) size=${arg#--size=} ;;
+    --dir=*) dir=${arg#--dir=} ;;
+    --build=*) build=${arg#--build=} ;;
+    *) echo "run_main.sh: unknown argument '$arg'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+if ! [[ $size =~ ^[0-9]+$ ]] || (( size < 4096 )); then
+  echo "run_main.sh: --size must be a byte count of at least 4096, got '$size'" >&2
+  exit 2
+fi
 jobs=$(nproc 2>/dev/null || echo 2)
 
 echo "== building in $build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$jobs" >/dev/null
 
-# The experiment directory: $MEMTIER_EXPERIMENT_DIR, else SEED.md's default when
-# it can be used, else ./memtier_experiments in the repository.
-dir=${MEMTIER_EXPERIMENT_DIR:-}
-if [[ -z $dir ]]; then
-  if mkdir -p /mnt/gds2/cwd_test 2>/dev/null && [[ -w /mnt/gds2/cwd_test ]]; then
-    dir=/mnt/gds2/cwd_test
-  else
-    dir=$root/memtier_experiments
-  fi
-fi
+dir=${dir:-$root/memtier_experiments}
 
 echo "== preparing $dir/$name ($size bytes)"
 "$build/prepare_experiment_files" "$name" "$size" --dir="$dir"
