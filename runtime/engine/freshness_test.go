@@ -221,14 +221,14 @@ func TestPlan_LargeCachedReadCopiesInParallelUnits(t *testing.T) {
 	}
 }
 
-func TestReadV_LargeCachedBatchSplitOverCPUs(t *testing.T) {
+func TestReadV_LargeCachedBatchInline(t *testing.T) {
 	path := writeP(t, 4<<20)
 	c := newCtx(t, nil)
 	if _, err := c.Prefetch(path, 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	c.ResetStats()
-	v := make([]IOVec, 300) // above inlineParallelMin
+	v := make([]IOVec, 300)
 	for i := range v {
 		off := uint64(i*7919%1000) * 4000
 		v[i] = IOVec{Path: path, Off: off, Size: 3000, Dst: make([]byte, 3000)}

@@ -166,44 +166,16 @@ func (c *Context) ReadV(v []IOVec, target int, flags uint32) error {
 	return nil
 }
 
-// inlineChunk is how many elements one worker of a parallel inline pass
-// copies; inlineParallelMin is the batch from which the pass is split over
-// the CPUs. Measured on the 2-core build VM (BenchmarkReadVCached256): 256
-// cached 4 KiB elements take about 220 µs on one thread, so a second thread's
-// wake-up (tens of µs) pays for itself well before that.
-const (
-	inlineChunk       = 32
-	inlineParallelMin = 4 * inlineChunk
-)
-
 // readvInline copies the elements idx of v that the DRAM cache holds whole
-// (no I/O, no blocking) and returns the others. Small batches run on the
-// caller's thread: a hit is a memcpy, cheaper than any hand-off; large ones
-// are split over the CPUs, as a memcpy of many ranges uses more memory
-// bandwidth on several cores.
+// (no I/O, no blocking) on the caller's thread and returns the others. A hit
+// is a memcpy, cheaper than any hand-off: splitting 256 cached 4 KiB
+// elements over the 2 CPUs of the build VM measured slower from Python
+// (131-137 µs against 84-90 µs per batch), as the second thread's wake-up and
+// the shared memory bandwidth cost more than the copies it takes over.
 func (c *Context) readvInline(f *files.File, v []IOVec, idx []int) []int {
-	if len(idx) < inlineParallelMin {
-		rest := idx[:0]
-		for _, i := range idx {
-			if !c.readInline(f, &v[i]) {
-				rest = append(rest, i)
-			}
-		}
-		return rest
-	}
-	hit := make([]bool, len(idx))
-	n := (len(idx) + inlineChunk - 1) / inlineChunk
-	// A recovered panic (a bad destination) leaves its elements unmarked:
-	// the regular path reads them again and reports the fault.
-	_ = c.rd.Run(n, runtime.GOMAXPROCS(0), func(k int) error {
-		for j := k * inlineChunk; j < min(len(idx), (k+1)*inlineChunk); j++ {
-			hit[j] = c.readInline(f, &v[idx[j]])
-		}
-		return nil
-	})
 	rest := idx[:0]
-	for j, i := range idx {
-		if !hit[j] {
+	for _, i := range idx {
+		if !c.readInline(f, &v[i]) {
 			rest = append(rest, i)
 		}
 	}
