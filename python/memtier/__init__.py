@@ -38,6 +38,17 @@ Fork
     multiprocessing), or do not use MemTier in the parent before forking. A
     child whose parent never loaded it works normally.
 
+Freshness
+    ``Context(freshness="strict")`` (the default) checks an open file on every
+    read (one fstat), so a file rewritten in place is never served stale;
+    ``"interval"`` trusts a file checked less than ``freshness_interval_ms``
+    ago; ``"open"`` checks only when the file is opened (immutable data: a
+    rewrite may be served stale until :func:`drop_cache`). One call can trust
+    the file with ``immutable=True`` (``READ_IMMUTABLE``) on ``read_into``,
+    ``read``, ``readv`` and ``read_into_tensor``. ``Stats.revalidations``
+    counts the checks. Environment: ``MEMTIER_FRESHNESS``,
+    ``MEMTIER_FRESHNESS_INTERVAL_MS``.
+
 Signals
     Ctrl-C is delivered between C calls; reads above :data:`CHUNK_BYTES` are
     split so it lands within one piece.
@@ -84,8 +95,12 @@ from ._context import (
     CHUNK_BYTES,
     CONFIG_KEYS,
     READ_BUFFERED,
+    FRESHNESS_INTERVAL,
+    FRESHNESS_OPEN,
+    FRESHNESS_STRICT,
     READ_DEFAULT,
     READ_DIRECT,
+    READ_IMMUTABLE,
     READ_ONCE,
     READ_WILL_REUSE,
     Context,
@@ -156,6 +171,10 @@ __all__ = [
     "READ_WILL_REUSE",
     "READ_DIRECT",
     "READ_BUFFERED",
+    "READ_IMMUTABLE",
+    "FRESHNESS_STRICT",
+    "FRESHNESS_INTERVAL",
+    "FRESHNESS_OPEN",
     "CHUNK_BYTES",
     "CONFIG_KEYS",
     # the exception classes, listed once in _errors

@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import _dtypes, _errors, _ffi
 from ._errors import _check, make_error
@@ -29,6 +29,10 @@ __all__ = [
     "READ_WILL_REUSE",
     "READ_DIRECT",
     "READ_BUFFERED",
+    "READ_IMMUTABLE",
+    "FRESHNESS_STRICT",
+    "FRESHNESS_INTERVAL",
+    "FRESHNESS_OPEN",
     "CHUNK_BYTES",
     "default_context",
     "runtime_info",
@@ -46,6 +50,14 @@ READ_ONCE = 1  #: do not admit the bytes into the DRAM cache
 READ_WILL_REUSE = 2  #: admit into the DRAM cache whatever the size
 READ_DIRECT = 4  #: prefer O_DIRECT for bytes not cached
 READ_BUFFERED = 8  #: never O_DIRECT for this call
+#: trust the file as last checked: no freshness syscall for a file already open
+#: (the per-call form of ``freshness="open"``; the ``immutable=True`` keyword)
+READ_IMMUTABLE = 16
+
+# Freshness of a context (MEMTIER_FRESHNESS_*; the ``freshness`` setting).
+FRESHNESS_STRICT = 0  #: every call checks the open file (one fstat): never stale
+FRESHNESS_INTERVAL = 1  #: a file checked < freshness_interval_ms ago is trusted
+FRESHNESS_OPEN = 2  #: checked when opened only: for immutable data
 
 TARGET_CPU = 0
 TARGET_CUDA = 1
@@ -57,12 +69,14 @@ CHUNK_BYTES = 64 << 20
 
 # readv of at most this many ranges given as a Python sequence builds its
 # iovec array with cffi; longer ones (and numpy input) with numpy.
-_SMALL_READV = 64
+_SMALL_READV = 40
 
 _DIRECT_MODES = {"auto": 0, "off": 1, "always": 2, "required": 3}
 _GDS_MODES = {"auto": 0, "off": 1, "required": 2}  # MEMTIER_GDS_*
+_FRESHNESS_MODES = {"strict": 0, "interval": 1, "open": 2}  # MEMTIER_FRESHNESS_*
 #: Config keys given by name (as the MEMTIER_* environment variables take them).
-_MODE_NAMES = {"direct_mode": _DIRECT_MODES, "gds_mode": _GDS_MODES}
+_MODE_NAMES = {"direct_mode": _DIRECT_MODES, "gds_mode": _GDS_MODES,
+               "freshness": _FRESHNESS_MODES}
 
 #: Context keyword -> C field (lowercase memtier_config_t field names).
 CONFIG_KEYS = (
@@ -83,6 +97,8 @@ CONFIG_KEYS = (
     "hbm_cache_bytes",
     "gds_mode",
     "hbm_device",
+    "freshness",
+    "freshness_interval_ms",
 )
 
 # ---------------------------------------------------------------------------
@@ -112,14 +128,53 @@ if hasattr(os, "register_at_fork"):
 # helpers
 
 
+#: Encoded paths (str or bytes path -> the bytes handed to the library as
+#: ``const char*``; cffi passes a bytes object without a copy). Keys are exact
+#: ``str``/``bytes`` objects only: an ``os.PathLike`` is looked up by the string
+#: its ``__fspath__`` returns on this call, so one whose string changes is never
+#: served a stale entry. Bounded: cleared when it reaches _PATH_CACHE_MAX.
+#: Lookups and stores are single dict operations (atomic under the GIL).
+_PATH_CACHE: Dict[Any, bytes] = {}
+_PATH_CACHE_MAX = 512
+
+
 def _cpath(path: PathType) -> bytes:
-    """The file-system bytes of ``path`` (rejects embedded NUL, like open())."""
-    if type(path) is str:
-        b = path.encode("utf-8", "surrogateescape")
+    """The file-system bytes of ``path`` (rejects embedded NUL, like open()).
+
+    ``str`` paths are encoded as :func:`os.fsencode` does (the file-system
+    encoding with ``surrogateescape``; UTF-8 on Linux), ``bytes`` are taken as
+    they are, ``os.PathLike`` objects through ``os.fspath``. Results are cached
+    per path string (see ``_PATH_CACHE``): a hit costs one dict lookup.
+
+    Raises
+    ------
+    TypeError
+        ``path`` is not a str, bytes or os.PathLike.
+    ValueError
+        The path contains a NUL byte.
+    """
+    tp = type(path)
+    if tp is str or tp is bytes:
+        b = _PATH_CACHE.get(path)
+        if b is not None:
+            return b
+        s: Any = path
     else:
-        b = os.fsencode(path)
+        s = os.fspath(path)  # TypeError for non-paths; called once per call
+        tp = type(s)
+        if tp is str or tp is bytes:
+            b = _PATH_CACHE.get(s)
+            if b is not None:
+                return b
+    b = os.fsencode(s)
     if b"\0" in b:
         raise ValueError(f"path contains a NUL byte: {path!r}")
+    if type(b) is not bytes:
+        b = bytes(b)
+    if tp is str or tp is bytes:  # not a str/bytes subclass (its __eq__/__hash__ may differ)
+        if len(_PATH_CACHE) >= _PATH_CACHE_MAX:
+            _PATH_CACHE.clear()
+        _PATH_CACHE[s] = b
     return b
 
 
@@ -135,22 +190,95 @@ def _is_torch_tensor(obj: Any) -> bool:
     return (mod == "torch" or mod.startswith("torch.")) and hasattr(obj, "data_ptr")
 
 
+# Destination types with a fast path (exact types only; subclasses take _dest):
+_K_BUFFER = 1  # bytearray, memoryview, array.array: ffi.from_buffer(writable) checks all
+_K_NUMPY = 2  # numpy.ndarray: object dtype refused, then as _K_BUFFER
+_K_TORCH = 3  # torch.Tensor: CPU, strided, contiguous, no grad, no conj/neg bit -> data_ptr()
+#: type -> _K_*; numpy.ndarray and torch.Tensor are added by _dest the first
+#: time one is seen (so importing memtier imports neither).
+_BUF_KINDS: Dict[type, int] = {bytearray: _K_BUFFER, memoryview: _K_BUFFER}
+_TORCH_STRIDED: Any = None  # torch.strided, once a tensor was seen
+_ENV_DATA, _ENV_KEY = _dtypes._ENV_DATA, _dtypes._ENV_KEY  # see _dtypes
+_CHAR_ARRAY: Any = None  # ffi.typeof("char[]") / ("char *"), set by Context()
+_CHAR_P: Any = None
+
+
+def _dest_fast(ffi: Any, obj: Any) -> Tuple[Any, int]:
+    """``(char* cdata, nbytes)`` of a host destination of a fast-path type
+    (:data:`_BUF_KINDS`) that passes every check of :func:`_dest`, else
+    ``(None, 0)``: the caller then calls ``_dest``, which raises the precise
+    error or handles the other kinds (CUDA, subclasses, any exporter).
+
+    Checks, as ``_dest``: writable and C-contiguous (``ffi.from_buffer``
+    refuses others), no object dtype or ``"O"`` memoryview format; a torch
+    tensor on the CPU, strided, contiguous, not requiring grad, without a lazy
+    conj/neg bit. The cdata keeps ``obj``'s buffer exported (so not resized)
+    while it lives; a torch pointer does not: the caller keeps ``obj``.
+    """
+    kind = _BUF_KINDS.get(type(obj))
+    if kind == _K_BUFFER or kind == _K_NUMPY:
+        if kind == _K_NUMPY:
+            if obj.dtype.hasobject:
+                return None, 0
+        elif type(obj) is memoryview and obj.format == "O":
+            return None, 0
+        try:
+            cd = ffi.from_buffer(_CHAR_ARRAY, obj, True)
+        except Exception:  # noqa: BLE001 - _dest raises the precise error
+            return None, 0
+        return cd, len(cd)
+    if kind == _K_TORCH:
+        t = obj
+        # MEMTIER_PY_FORCE_NO_TORCH refuses tensors (then _dest says so); the
+        # full check only runs while the variable is set at all
+        if ((_ENV_KEY is None or _ENV_DATA is None or _ENV_DATA.get(_ENV_KEY) is not None)
+                and _dtypes.torch_disabled()):
+            return None, 0
+        if (t.is_cpu and t.layout is _TORCH_STRIDED and not t.requires_grad and t.is_contiguous()
+                and not t.is_conj() and not t.is_neg()):
+            return ffi.cast(_CHAR_P, t.data_ptr()), t.nbytes
+    return None, 0
+
+
+def _register_kind(obj: Any) -> None:
+    """Add ``type(obj)`` to :data:`_BUF_KINDS` when it is exactly numpy.ndarray,
+    array.array or torch.Tensor (torch only while torch is enabled)."""
+    global _TORCH_STRIDED
+    tp = type(obj)
+    mod, name = tp.__module__, tp.__qualname__
+    if mod == "numpy" and name == "ndarray":
+        _BUF_KINDS[tp] = _K_NUMPY
+    elif mod == "array" and name == "array":
+        _BUF_KINDS[tp] = _K_BUFFER
+    elif mod == "torch" and name == "Tensor" and not _dtypes.torch_disabled():
+        import torch
+
+        if tp is torch.Tensor:
+            _TORCH_STRIDED = torch.strided
+            _BUF_KINDS[tp] = _K_TORCH
+
+
 def _dest(ffi: Any, obj: Any, readonly_exc: type = TypeError) -> Tuple[Any, int, int]:
     """Validate a destination and return ``(char* cdata, nbytes, target)``.
 
     Runs before any I/O. Buffer-protocol objects must be writable and
     C-contiguous; torch tensors contiguous, strided, not requiring grad, on
     the CPU (or CUDA: the GPU target); objects with ``__cuda_array_interface__``
-    go to the GPU target. The returned cdata keeps ``obj`` alive.
+    go to the GPU target. The returned cdata keeps ``obj`` alive (a torch
+    tensor's pointer does not: the caller holds the tensor during the call).
+    ``readonly_exc``: the exception class for a read-only buffer.
+    Hot callers try :func:`_dest_fast` first.
     """
     dt = getattr(obj, "dtype", None)
-    if getattr(dt, "hasobject", False):
+    if getattr(dt, "hasobject", False) or (type(obj) is memoryview and obj.format == "O"):
         # An object array's buffer holds PyObject pointers: file bytes there
         # would crash the interpreter when the array is freed.
         raise TypeError("destination array has dtype object (it holds Python object pointers); "
                         "use a numeric dtype such as numpy.uint8")
     try:
         cd = ffi.from_buffer(obj, require_writable=True)
+        if type(obj) not in _BUF_KINDS:
+            _register_kind(obj)
         return cd, len(cd), TARGET_CPU
     except TypeError:
         pass  # no buffer protocol: tensors, device arrays
@@ -161,6 +289,8 @@ def _dest(ffi: Any, obj: Any, readonly_exc: type = TypeError) -> Tuple[Any, int,
             raise TypeError(
                 "torch tensors are not accepted while MEMTIER_PY_FORCE_NO_TORCH is set"
             )
+        if type(obj) not in _BUF_KINDS:
+            _register_kind(obj)
         return _torch_dest(ffi, obj)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
@@ -178,7 +308,10 @@ def _readv_out(ffi: Any, out: Any, total: int) -> Tuple[Any, Any]:
         import numpy as np
 
         out = np.empty(total, dtype=np.uint8)
-    cd, nbytes, target = _dest(ffi, out)
+    cd, nbytes = _dest_fast(ffi, out)
+    target = TARGET_CPU
+    if cd is None:
+        cd, nbytes, target = _dest(ffi, out)
     if target != TARGET_CPU:
         raise ValueError("readv reads into host memory only")
     if nbytes < total:
@@ -381,7 +514,11 @@ class Stats:
     """Counters of a context since it was created or :meth:`Context.reset_stats`.
 
     Every field of ``memtier_stats_t`` with the same name; ``*_bytes`` are
-    bytes, ``*_ns`` nanoseconds, the others counts. A read larger than :data:`CHUNK_BYTES` counts as
+    bytes, ``*_ns`` nanoseconds, the others counts. ``revalidations``
+    counts freshness checks of files already open (one per read call and
+    file under ``freshness="strict"``, none under ``"open"`` or with
+    ``immutable=True``); ``readv_inline_hits`` counts readv elements copied
+    from the DRAM cache on the calling thread. A read larger than :data:`CHUNK_BYTES` counts as
     one request per piece.
     """
 
@@ -427,6 +564,8 @@ class Stats:
     h2d_bytes: int
     h2d_ns: int
     staged_read_ns: int
+    revalidations: int
+    readv_inline_hits: int
 
     def as_dict(self) -> Dict[str, int]:
         """The counters as a plain dict."""
@@ -650,6 +789,15 @@ class Context:
         ``path_recheck_ms``: milliseconds (-1 = every call);
         ``direct_mode``: "auto", "off", "always", "required" (or 0-3);
         ``gds_mode``: "auto", "off", "required" (or 0-2);
+        ``freshness``: "strict" (default: every read checks the open file
+        with one fstat, so a rewritten file is never served stale),
+        "interval" (a file checked less than ``freshness_interval_ms`` ago is
+        trusted: a change is seen within that bound) or "open" (checked only
+        when opened: for immutable data; a file rewritten in place may be
+        served stale until :meth:`drop_cache`) (or 0-2, the
+        ``FRESHNESS_*`` constants; environment ``MEMTIER_FRESHNESS``);
+        ``freshness_interval_ms``: milliseconds, 0 = the default 100
+        (``MEMTIER_FRESHNESS_INTERVAL_MS``);
         ``cache_enabled``: bool. 0 in a size or count means the default,
         except ``cache_bytes=0``, which turns the cache off (as
         ``MEMTIER_CACHE_BYTES=0`` does).
@@ -682,7 +830,8 @@ class Context:
     is unusable in a forked child.
     """
 
-    __slots__ = ("_h", "_pid", "_ffi", "_lib", "_rt", "_fin", "__weakref__")
+    __slots__ = ("_h", "_pid", "_ffi", "_lib", "_rt", "_fin", "_read_ex", "_readv_c",
+                 "_readv_ex_c", "_fb", "__weakref__")
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None, **overrides: Any) -> None:
         self._h = None
@@ -699,6 +848,9 @@ class Context:
             )
         rt = _ffi.runtime()
         ffi, lib = rt.ffi, rt.lib
+        global _CHAR_ARRAY, _CHAR_P
+        if _CHAR_P is None:
+            _CHAR_ARRAY, _CHAR_P = ffi.typeof("char[]"), ffi.typeof("char *")
         cfg = ffi.new("memtier_config_t *")
         _check(lib.memtier_config_default_sized(cfg, ffi.sizeof("memtier_config_t")),
                "memtier.Context: memtier_config_default")
@@ -718,6 +870,11 @@ class Context:
         self._rt = rt
         self._ffi = ffi
         self._lib = lib
+        # the hot entries, bound once (a cffi lib attribute lookup per call costs)
+        self._read_ex = lib.memtier_read_ex
+        self._readv_c = lib.memtier_readv
+        self._readv_ex_c = None  # lib.memtier_readv_ex, looked up on first use (0.3 libraries)
+        self._fb = ffi.from_buffer
         self._fin = weakref.finalize(self, _finalize_ctx, lib, self._h, rt.pid)
 
     # -- lifecycle --------------------------------------------------------
@@ -771,7 +928,8 @@ class Context:
         Returns
         -------
         dict
-            Every key of :data:`CONFIG_KEYS`; ``direct_mode`` and ``gds_mode`` as names,
+            Every key of :data:`CONFIG_KEYS`; ``direct_mode``, ``gds_mode`` and
+            ``freshness`` as names,
             ``cache_enabled`` as a bool, the rest ints (bytes, counts, MiB,
             ms as documented on :class:`Context`). ``Context(**ctx.config())``
             makes an equivalent context.
@@ -854,7 +1012,7 @@ class Context:
             size *= 4
 
     def read_into(self, path: PathType, offset: int, buffer: WritableBuffer, *,
-                  flags: int = 0) -> int:
+                  flags: int = 0, immutable: bool = False) -> int:
         """Read ``len(buffer)`` bytes (its nbytes) of ``path`` at ``offset`` into ``buffer``.
 
         Parameters
@@ -868,6 +1026,13 @@ class Context:
             tensor is the GPU target). Its whole size (nbytes) is read.
         flags : int
             ``READ_*`` hints, OR-ed.
+        immutable : bool
+            True: this call trusts the file as last checked (adds
+            :data:`READ_IMMUTABLE`): no freshness system call for a file the
+            context already has open, so a file rewritten in place since its
+            last check may be served stale (from the DRAM cache or the old
+            descriptor). For data that never changes (published checkpoints,
+            dataset shards). Default: the context's ``freshness`` setting.
 
         Returns
         -------
@@ -892,16 +1057,64 @@ class Context:
         Reads above :data:`CHUNK_BYTES` are split into several C calls so Ctrl-C
         is delivered between them; an interrupted read leaves the buffer
         partly written. Thread-safe; the GIL is released while reading.
+
+        Hot path: a small read costs one ``memtier_read_ex`` call plus a few
+        hundred nanoseconds of Python (the encoded path is cached per path
+        string, a bytearray/memoryview/numpy array is taken with one
+        ``ffi.from_buffer``, a CPU torch tensor by ``data_ptr()``).
         """
         h = self._h
         if h is None or self._pid != _pid_now:
             h = self._handle()
-        p = _cpath(path)
-        cd, n, target = _dest(self._ffi, buffer)
+        try:  # an exact str/bytes key (see _PATH_CACHE); try/[] is the cheapest lookup
+            p = _PATH_CACHE[path]
+        except (KeyError, TypeError):
+            p = _cpath(path)
+        # Inlined fast path of _dest_fast for buffer-protocol types (1: bytearray,
+        # memoryview, array.array; 2: numpy.ndarray): one from_buffer does the
+        # writable and C-contiguous checks; anything else or any failure: _dest.
+        cd = None
+        try:
+            kind = _BUF_KINDS[type(buffer)]
+        except KeyError:
+            kind = 0
+        if kind == 1:
+            if type(buffer) is not memoryview or buffer.format != "O":
+                try:
+                    cd = self._fb(_CHAR_ARRAY, buffer, True)
+                except Exception:  # noqa: BLE001 - _dest below raises the precise error
+                    cd = None
+        elif kind == 2:
+            if not buffer.dtype.hasobject:
+                try:
+                    cd = self._fb(_CHAR_ARRAY, buffer, True)
+                except Exception:  # noqa: BLE001
+                    cd = None
+        elif kind == 3:
+            cd, n = _dest_fast(self._ffi, buffer)
+        if cd is not None:
+            if kind != 3:
+                n = len(cd)
+            target = 0
+        else:
+            cd, n, target = _dest(self._ffi, buffer)
+        if immutable:
+            flags |= 16  # READ_IMMUTABLE
+        if n <= CHUNK_BYTES:
+            try:
+                rc = self._read_ex(h, p, offset, n, cd, target, flags)
+            except OverflowError:
+                _check_off(offset)
+                _check_off(flags, "flags", 32)
+                raise
+            if rc:
+                self._fail(rc, "memtier.read_into", path, target)
+            return n
         self._read(h, p, offset, cd, n, flags, target, path, "memtier.read_into")
         return n
 
-    def read(self, path: PathType, offset: int, size: int, *, flags: int = 0) -> bytes:
+    def read(self, path: PathType, offset: int, size: int, *, flags: int = 0,
+             immutable: bool = False) -> bytes:
         """Read ``size`` bytes of ``path`` at ``offset`` and return them as bytes.
 
         Parameters
@@ -911,6 +1124,9 @@ class Context:
             Bytes; ``size`` 0 returns ``b""``.
         flags : int
             ``READ_*`` hints.
+        immutable : bool
+            As :meth:`read_into`: trust the file as last checked (adds
+            :data:`READ_IMMUTABLE`).
 
         Returns
         -------
@@ -934,102 +1150,157 @@ class Context:
         if h is None or self._pid != _pid_now:
             h = self._handle()
         size = _check_off(size, "size")
-        p = _cpath(path)
+        try:
+            p = _PATH_CACHE[path]
+        except (KeyError, TypeError):
+            p = _cpath(path)
         buf = bytearray(size)
-        cd = self._ffi.from_buffer(buf, require_writable=True)
+        cd = self._fb(_CHAR_ARRAY, buf, True)
+        if immutable:
+            flags |= READ_IMMUTABLE
         self._read(h, p, offset, cd, size, flags, TARGET_CPU, path, "memtier.read")
         del cd
         return bytes(buf)
 
-    def readv(self, path: PathType, ranges: Any, out: Optional[WritableBuffer] = None) -> Any:
-        """Read many ``(offset, size)`` ranges of ``path`` back to back into ``out``.
+    def readv(self, path: PathType, ranges: Any, out: Any = None, *, flags: int = 0,
+              immutable: bool = False) -> Any:
+        """Read many ``(offset, size)`` ranges of ``path`` in one library call.
 
         One ``memtier_readv`` call per batch of up to :data:`CHUNK_BYTES`
-        (adjacent ranges are coalesced and the reads run in parallel inside
-        the library).
+        (adjacent ranges are coalesced, cached ranges are copied on the
+        calling thread and the rest are read in parallel inside the library).
 
         Parameters
         ----------
         path : str, bytes or os.PathLike
-        ranges : sequence of (offset, size) pairs, or numpy integer array of shape (N, 2)
-            Bytes. Sizes may be 0. Ranges may overlap or repeat.
-        out : writable C-contiguous buffer, optional
-            At least ``sum(sizes)`` bytes; range k lands at ``sum(sizes[:k])``.
+        ranges : numpy integer array of shape (N, 2), or sequence of (offset, size) pairs
+            Bytes. Sizes may be 0. Ranges may overlap or repeat. An int64 or
+            uint64 array is the fast form: the ``memtier_iovec_t`` array is
+            built with a few vectorised numpy operations, no Python loop.
+            Offsets and sizes must be below 2**63.
+        out : writable C-contiguous buffer, or list/tuple of N buffers, optional
+            One buffer: at least ``sum(sizes)`` bytes; range k lands at
+            ``sum(sizes[:k])``. A list or tuple: ``out[k]`` receives range k at
+            its start and must hold at least ``size_k`` bytes (host buffers:
+            bytearray, memoryview, numpy array, CPU torch tensor).
             Default: a new ``numpy.uint8`` array of exactly ``sum(sizes)`` bytes.
+        flags : int
+            ``READ_*`` hints for every range (``memtier_readv_ex``; the library
+            uses :data:`READ_IMMUTABLE` today).
+        immutable : bool
+            Adds :data:`READ_IMMUTABLE`: trust the file as last checked (no
+            freshness system call for a file already open; see
+            :meth:`read_into`).
 
         Returns
         -------
-        out, or the new numpy.ndarray (uint8, shape (sum(sizes),)).
+        out (the buffer, or the list/tuple given), or the new numpy.ndarray
+        (uint8, shape (sum(sizes),)).
 
         Raises
         ------
+        TypeError
+            ``ranges`` is not integers; ``out`` is read-only or not a buffer.
         ValueError
-            ``ranges`` has the wrong shape or negative values; ``out`` too small
-            or not contiguous (TypeError if read-only). Before any I/O.
+            ``ranges`` has the wrong shape, negative values or values of 2**63
+            or more; ``out`` is too small, not contiguous, device memory, or a
+            list of the wrong length. Before any I/O.
         MemTierError
             The error of the lowest-index failed range (e.g. EndOfFileError
             for a range past EOF), with ``.index`` set to that index. The other
             ranges were still read.
-        """
-        import numpy as np
 
+        Notes
+        -----
+        Thread-safe; the GIL is released while reading. ``out`` must not be
+        read or resized by another thread during the call.
+        """
         h = self._h
         if h is None or self._pid != _pid_now:
             h = self._handle()
-        ffi, lib = self._ffi, self._lib
-        p = _cpath(path)
-        if not isinstance(ranges, np.ndarray):
+        try:
+            p = _PATH_CACHE[path]
+        except (KeyError, TypeError):
+            p = _cpath(path)
+        if immutable:
+            flags |= READ_IMMUTABLE
+        if flags:
+            flags = _check_off(flags, "flags", 32)
+        tr = type(ranges)
+        if tr is list or tr is tuple:
+            if len(ranges) <= _SMALL_READV and type(out) is not list and type(out) is not tuple:
+                done = self._readv_small(h, p, ranges, out, path, flags)
+                if done is not None:
+                    return done[0]
+        elif tr.__module__ != "numpy" or tr.__name__ != "ndarray":
             try:
                 small = len(ranges) <= _SMALL_READV
             except TypeError:
                 small = False
-            if small:
-                done = self._readv_small(h, p, ranges, out, path)
+            if small and type(out) is not list and type(out) is not tuple:
+                done = self._readv_small(h, p, ranges, out, path, flags)
                 if done is not None:
                     return done[0]
-        arr = _ranges_array(ranges)
+        import numpy as np
+
+        arr = ranges
+        if not (type(arr) is np.ndarray and arr.ndim == 2 and arr.shape[1] == 2
+                and arr.dtype.kind in "iu"):
+            arr = _ranges_array(ranges)  # validates; (N, 2) uint64
         n = arr.shape[0]
-        sizes = arr[:, 1]
-        total = int(sizes.sum(dtype=np.uint64)) if n else 0
-        if n and int(sizes.max()) > 0 and total < int(sizes.max()):
-            raise ValueError("sum of range sizes overflows")
-        out, cd = _readv_out(ffi, out, total)
-        iov = np.zeros(n, dtype=_iov_dtype(ffi))
-        if n:
-            base = int(ffi.cast("uintptr_t", cd))
-            iov["offset"] = arr[:, 0]
-            iov["size"] = sizes
-            starts = np.empty(n, dtype=np.uint64)
-            starts[0] = 0
-            np.cumsum(sizes[:-1], out=starts[1:])
-            iov["dst"] = starts + np.uint64(base)
-        # batches of at most CHUNK_BYTES (at least one range each)
-        bounds = [0]
-        if n:
-            ends = np.cumsum(sizes, dtype=np.uint64)
-            while bounds[-1] < n:
-                lo = bounds[-1]
-                limit = (int(ends[lo - 1]) if lo else 0) + CHUNK_BYTES
-                hi = int(np.searchsorted(ends, limit, side="right"))
-                bounds.append(max(hi, lo + 1))
-        civ = ffi.cast("memtier_iovec_t *", ffi.from_buffer(iov)) if n else ffi.NULL
-        first_err = None
+        ffi = self._ffi
         if n == 0:
-            rc = lib.memtier_readv(h, p, ffi.NULL, 0, TARGET_CPU)
+            if type(out) is list or type(out) is tuple:
+                if len(out):
+                    raise ValueError(f"out has {len(out)} buffers for 0 ranges")
+            else:
+                out, cd = _readv_out(ffi, out, 0)
+            rc = self._readv_call(h, p, ffi.NULL, 0, flags)
             if rc:
                 self._fail(rc, "memtier.readv", path)
             return out
-        for lo, hi in zip(bounds, bounds[1:]):
-            rc = lib.memtier_readv(h, p, civ + lo, hi - lo, TARGET_CPU)
-            if rc and first_err is None:
-                detail = _ffi.error_texts(rc)[1]  # at once: this thread's last error
-                bad = np.flatnonzero(iov["result"][lo:hi] < 0)
-                if bad.size:
-                    idx = lo + int(bad[0])
-                    first_err = (int(iov["result"][idx]), idx, detail)
-                else:  # a call-level failure (no element marked)
-                    first_err = (rc, None, detail)
-        del cd, civ
+        iov = _iov_array(ffi, n)  # zeroed (n, 5) uint64 viewed as memtier_iovec_t[n]
+        pair = iov[:, :2]
+        pair[...] = arr  # casts; a negative value becomes >= 2**63: caught below
+        dt = arr.dtype
+        if dt.itemsize == 8 and dt.isnative:  # int64/uint64: a contiguous reduction
+            top = int(np.maximum.reduce(arr.view(np.uint64), axis=None))
+        else:
+            top = int(np.maximum.reduce(pair, axis=None))
+        if top >= 1 << 63:
+            _bad_range(arr)
+        sizes = iov[:, 1]
+        dst = iov[:, 2]  # path (NULL: this call's path) and result stay 0
+        keep: Any
+        if type(out) is list or type(out) is tuple:
+            keep = _list_dsts(ffi, out, sizes, dst)
+            total = 0  # no CHUNK_BYTES batching for a list: one call
+        else:
+            np.add.accumulate(sizes, out=dst)  # end of each range in out
+            total = int(dst[-1])
+            if top * n >= 1 << 64 and total != sum(sizes.tolist()):
+                raise ValueError("sum of range sizes overflows")
+            out, keep = _readv_out(ffi, out, total)
+            np.subtract(dst, sizes, out=dst)  # start of each range
+            np.add(dst, np.uint64(int(ffi.cast(_UINTPTR, keep))), out=dst)  # + base address
+        civ = ffi.cast(_IOV_P, ffi.from_buffer(iov))
+        if total <= CHUNK_BYTES:
+            rc = self._readv_call(h, p, civ, n, flags)
+            first_err = None
+            if rc:
+                first_err = self._readv_error(rc, iov, 0, n)
+        else:
+            first_err = None
+            ends = np.cumsum(sizes)
+            lo = 0
+            while lo < n:  # batches of at most CHUNK_BYTES (at least one range each)
+                limit = (int(ends[lo - 1]) if lo else 0) + CHUNK_BYTES
+                hi = max(int(np.searchsorted(ends, limit, side="right")), lo + 1)
+                rc = self._readv_call(h, p, civ + lo, hi - lo, flags)
+                if rc and first_err is None:
+                    first_err = self._readv_error(rc, iov, lo, hi)
+                lo = hi
+        del keep, civ
         if first_err is not None:
             st, idx, detail = first_err
             where = "memtier.readv" if idx is None else f"memtier.readv: range {idx}"
@@ -1037,11 +1308,43 @@ class Context:
                              filename=_fname(path), index=idx)
         return out
 
-    def _readv_small(self, h: Any, p: bytes, ranges: Any, out: Any, path: Any) -> Any:
+    def _readv_call(self, h: Any, p: bytes, iov: Any, n: int, flags: int) -> int:
+        """memtier_readv (flags 0) or memtier_readv_ex, target CPU; the status."""
+        if not flags:
+            return self._readv_c(h, p, iov, n, TARGET_CPU)
+        fn = self._readv_ex_c
+        if fn is None:
+            try:
+                fn = self._lib.memtier_readv_ex
+            except AttributeError:
+                raise make_error(
+                    _errors.ERR_UNSUPPORTED,
+                    f"memtier.readv: flags need memtier_readv_ex (libmemtier 0.3 or later); "
+                    f"the loaded library is {self._rt.version}") from None
+            self._readv_ex_c = fn
+        return fn(h, p, iov, n, TARGET_CPU, flags)
+
+    @staticmethod
+    def _readv_error(rc: int, iov: Any, lo: int, hi: int) -> Tuple[int, Optional[int], str]:
+        """(status, lowest failed index or None, detail) of a failed batch
+        ``iov[lo:hi]``; call right after the failed call (reads this thread's
+        last error)."""
+        import numpy as np
+
+        detail = _ffi.error_texts(rc)[1]
+        res = iov[lo:hi, 4].view(np.int64)
+        bad = np.flatnonzero(res < 0)
+        if bad.size:
+            idx = lo + int(bad[0])
+            return int(res[int(bad[0])]), idx, detail
+        return rc, None, detail  # a call-level failure (no element marked)
+
+    def _readv_small(self, h: Any, p: bytes, ranges: Any, out: Any, path: Any,
+                     flags: int = 0) -> Any:
         """readv of a short list through a cffi-built iovec array (cheaper than
-        numpy below ~64 ranges). Returns ``(out,)``, or None to take the
+        numpy below ~40 ranges). Returns ``(out,)``, or None to take the
         general path (a batch above CHUNK_BYTES)."""
-        ffi, lib = self._ffi, self._lib
+        ffi = self._ffi
         pairs = []
         total = 0
         for k, item in enumerate(ranges):
@@ -1055,8 +1358,8 @@ class Context:
                     "(offset, size) pair of integers") from None
             if off < 0 or size < 0:
                 raise ValueError(f"range {k} has a negative offset or size: {(off, size)}")
-            if off >= 1 << 64 or size >= 1 << 63:
-                raise ValueError(f"range {k} is out of range: {(off, size)}")
+            if off >= 1 << 63 or size >= 1 << 63:
+                raise ValueError(f"range {k} is out of range (2**63 or more): {(off, size)}")
             pairs.append((off, size))
             total += size
         if total > CHUNK_BYTES:
@@ -1071,7 +1374,7 @@ class Context:
             e.size = size
             e.dst = cd + pos
             pos += size
-        rc = lib.memtier_readv(h, p, iov, n, TARGET_CPU)
+        rc = self._readv_call(h, p, iov, n, flags)
         if rc:
             detail = _ffi.error_texts(rc)[1]
             idx = next((k for k in range(n) if iov[k].result < 0), None)
@@ -1300,6 +1603,98 @@ def _parse_device(device: Any) -> Tuple[int, Optional[int]]:
     raise ValueError(f"unsupported device {device!r}: use 'cpu' or 'cuda[:N]'")
 
 
+_IOV_P: Any = None  # ffi.typeof("memtier_iovec_t *") once the layout was checked
+_UINTPTR: Any = None  # ffi.typeof("uintptr_t"), set with _IOV_P
+
+
+def _iov_array(ffi: Any, n: int) -> Any:
+    """A zeroed (n, 5) uint64 array whose rows have the layout of
+    ``memtier_iovec_t`` (offset, size, dst, path, result: five 8-byte fields
+    without padding). The layout is checked against ``ffi.offsetof`` and
+    ``ffi.sizeof`` on first use (the cdef is parsed lazily); a mismatch
+    raises RuntimeError instead of handing the library a wrong array."""
+    global _IOV_P, _UINTPTR
+    import numpy as np
+
+    if _IOV_P is None:
+        names = ("offset", "size", "dst", "path", "result")
+        got = ([ffi.offsetof("memtier_iovec_t", f) for f in names], ffi.sizeof("memtier_iovec_t"),
+               ffi.sizeof("void *"))
+        if got != ([0, 8, 16, 24, 32], 40, 8):
+            raise RuntimeError(f"memtier: memtier_iovec_t has layout {got}, expected "
+                               "([0, 8, 16, 24, 32], 40, 8) (offsets, size, pointer size)")
+        _UINTPTR = ffi.typeof("uintptr_t")
+        _IOV_P = ffi.typeof("memtier_iovec_t *")
+    return np.zeros((n, 5), dtype=np.uint64)
+
+
+def _bad_range(arr: Any, what: str = "range") -> None:
+    """Raise the ValueError of the first (offset, size) row of ``arr`` that is
+    negative or 2**63 or more (there is one)."""
+    import numpy as np
+
+    bad_neg = arr < 0 if arr.dtype.kind == "i" else np.zeros(arr.shape, dtype=bool)
+    bad_big = arr.astype(np.uint64) >= np.uint64(1 << 63)
+    bad = bad_neg | (bad_big & ~bad_neg)
+    k = int(np.flatnonzero(bad.any(axis=1))[0])
+    row = tuple(int(x) for x in arr[k].tolist())
+    if bool(bad_neg[k].any()):
+        raise ValueError(f"{what} {k} has a negative offset or size: {row}")
+    raise ValueError(f"{what} {k} is out of range (2**63 or more): {row}")
+
+
+def _list_dsts(ffi: Any, out: Any, sizes: Any, dst: Any) -> List[Any]:
+    """readv into a list of buffers: validate ``out`` (one host buffer per
+    range, each at least its range's size), write the addresses into ``dst``
+    (uint64 column) and return the objects that keep them valid.
+
+    Common case (every buffer a writable C-contiguous buffer-protocol object
+    without object dtype): one from_buffer per buffer, then the addresses and
+    lengths are gathered by C loops (``ffi.new("char *[]", cdatas)``, numpy).
+    Anything else: element by element through :func:`_dest` (precise errors,
+    torch tensors)."""
+    import numpy as np
+
+    n = sizes.shape[0]
+    if len(out) != n:
+        raise ValueError(f"out has {len(out)} buffers for {n} ranges")
+    fb, char_array = ffi.from_buffer, _CHAR_ARRAY
+    cds: Optional[List[Any]]
+    try:
+        cds = [fb(char_array, b, True) for b in out]
+    except Exception:  # noqa: BLE001 - the element loop below reports it
+        cds = None
+    if cds is not None and any(getattr(getattr(b, "dtype", None), "hasobject", False)
+                               or (type(b) is memoryview and b.format == "O") for b in out):
+        cds = None
+    if cds is not None:
+        lens = np.fromiter(map(len, cds), dtype=np.uint64, count=n)
+        short = np.flatnonzero(lens < sizes)
+        if short.size:
+            k = int(short[0])
+            raise ValueError(f"out[{k}] holds {int(lens[k])} bytes, range {k} needs {int(sizes[k])}")
+        ptrs = ffi.new("char *[]", cds)
+        dst[...] = np.frombuffer(ffi.buffer(ptrs), dtype=np.uint64)
+        return [cds, ptrs, out]
+    size_list = sizes.tolist()
+    keep: List[Any] = []
+    addrs: List[int] = []
+    for k in range(n):
+        buf = out[k]
+        cd, nbytes = _dest_fast(ffi, buf)
+        if cd is None:
+            cd, nbytes, target = _dest(ffi, buf)
+            if target != TARGET_CPU:
+                raise ValueError(f"readv reads into host memory only; out[{k}] is device memory")
+        if nbytes < size_list[k]:
+            raise ValueError(f"out[{k}] holds {nbytes} bytes, range {k} needs {size_list[k]}")
+        addrs.append(int(ffi.cast(_UINTPTR, cd)))
+        keep.append(cd)
+        keep.append(buf)
+    dst[...] = addrs
+    return keep
+
+
 _IOV_DTYPE = None
 
 
@@ -1397,22 +1792,27 @@ def _make_default() -> Context:
         return c
 
 
-def read(path: PathType, offset: int, size: int, *, flags: int = 0) -> bytes:
+def read(path: PathType, offset: int, size: int, *, flags: int = 0,
+         immutable: bool = False) -> bytes:
     """:meth:`Context.read` on the default context."""
-    return default_context().read(path, offset, size, flags=flags)
+    return default_context().read(path, offset, size, flags=flags, immutable=immutable)
 
 
-def read_into(path: PathType, offset: int, buffer: WritableBuffer, *, flags: int = 0) -> int:
-    """:meth:`Context.read_into` on the default context."""
+def read_into(path: PathType, offset: int, buffer: WritableBuffer, *, flags: int = 0,
+              immutable: bool = False) -> int:
+    """:meth:`Context.read_into` on the default context (same arguments,
+    result, errors and thread safety)."""
     c = _default
     if c is None or c._h is None or c._pid != _pid_now:
         c = default_context()
-    return c.read_into(path, offset, buffer, flags=flags)
+    return c.read_into(path, offset, buffer, flags=flags, immutable=immutable)
 
 
-def readv(path: PathType, ranges: Any, out: Optional[WritableBuffer] = None) -> Any:
-    """:meth:`Context.readv` on the default context."""
-    return default_context().readv(path, ranges, out)
+def readv(path: PathType, ranges: Any, out: Any = None, *, flags: int = 0,
+          immutable: bool = False) -> Any:
+    """:meth:`Context.readv` on the default context (same arguments, result,
+    errors and thread safety)."""
+    return default_context().readv(path, ranges, out, flags=flags, immutable=immutable)
 
 
 def read_async(path: PathType, offset: int, buffer: WritableBuffer, *, flags: int = 0) -> Request:

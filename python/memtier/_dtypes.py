@@ -104,6 +104,14 @@ def torch_disabled() -> bool:
     return v not in ("", "0", "false", "False", "no")
 
 
+# os.environ's own dict (CPython, POSIX: bytes keys and values) and the key of
+# ENV_FORCE_NO_TORCH in it: hot paths look the variable up there (one dict
+# get; os.environ.get encodes the key on every call) and call
+# torch_disabled() only while it is set.
+_ENV_DATA: Any = getattr(os.environ, "_data", None) if os.name == "posix" else None
+_ENV_KEY: Any = ENV_FORCE_NO_TORCH.encode() if os.name == "posix" else None
+
+
 def torch_module() -> Any:
     """The torch module, or None when it is not importable or is disabled.
 

@@ -24,8 +24,8 @@ from . import _errors
 
 #: Version of this package; equal to MEMTIER_VERSION_STRING of the header it
 #: was written against (a test checks).
-PACKAGE_VERSION = "0.2.0"
-PACKAGE_VERSION_NUMBER = 200  # major * 10000 + minor * 100 + patch
+PACKAGE_VERSION = "0.3.0"
+PACKAGE_VERSION_NUMBER = 300  # major * 10000 + minor * 100 + patch
 
 # The cdef is a literal subset of include/memtier.h: the same prototypes and
 # struct definitions with comments, MEMTIER_API and preprocessor logic
@@ -59,7 +59,7 @@ const char* memtier_version(void);
 int memtier_version_number(void);
 
 #define MEMTIER_VERSION_MAJOR 0
-#define MEMTIER_VERSION_MINOR 2
+#define MEMTIER_VERSION_MINOR 3
 #define MEMTIER_VERSION_PATCH 0
 
 typedef struct memtier_ctx memtier_ctx_t;
@@ -73,6 +73,11 @@ typedef struct memtier_request memtier_request_t;
 #define MEMTIER_READ_WILL_REUSE 2u
 #define MEMTIER_READ_DIRECT 4u
 #define MEMTIER_READ_BUFFERED 8u
+#define MEMTIER_READ_IMMUTABLE 16u
+
+#define MEMTIER_FRESHNESS_STRICT 0
+#define MEMTIER_FRESHNESS_INTERVAL 1
+#define MEMTIER_FRESHNESS_OPEN 2
 
 #define MEMTIER_DIRECT_AUTO 0
 #define MEMTIER_DIRECT_OFF 1
@@ -111,6 +116,8 @@ typedef struct memtier_config {
     uint64_t hbm_cache_bytes;
     int32_t gds_mode;
     int32_t hbm_device;
+    int32_t freshness;
+    int32_t freshness_interval_ms;
 } memtier_config_t;
 
 int memtier_config_default(memtier_config_t* cfg);
@@ -134,6 +141,8 @@ typedef struct memtier_iovec {
 
 int memtier_readv(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
                   size_t n, int target);
+int memtier_readv_ex(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
+                     size_t n, int target, uint32_t flags);
 
 #define MEMTIER_PREFETCH_TO_DRAM 0u
 #define MEMTIER_PREFETCH_TO_HBM 1u
@@ -277,6 +286,8 @@ typedef struct memtier_stats {
     uint64_t h2d_bytes;
     uint64_t h2d_ns;
     uint64_t staged_read_ns;
+    uint64_t revalidations;
+    uint64_t readv_inline_hits;
 } memtier_stats_t;
 
 int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st);

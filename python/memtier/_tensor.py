@@ -13,7 +13,7 @@ import operator
 from typing import Any, Optional, Sequence, Tuple, Union
 
 from . import _context, _dtypes
-from ._context import Context, PathType, TARGET_CUDA, _dest, _parse_device
+from ._context import Context, PathType, TARGET_CUDA, _dest, _dest_fast, _parse_device
 
 __all__ = ["read_into_tensor", "load_tensor"]
 
@@ -27,7 +27,7 @@ def _ctx(ctx: Optional[Context]) -> Context:
 
 
 def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0,
-                     ctx: Optional[Context] = None) -> Any:
+                     immutable: bool = False, ctx: Optional[Context] = None) -> Any:
     """Fill ``tensor`` with its nbytes of ``path`` starting at byte ``offset``.
 
     Parameters
@@ -46,6 +46,10 @@ def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0
         C-contiguous buffers are accepted too.
     flags : int
         ``READ_*`` hints.
+    immutable : bool
+        True: trust the file as last checked (adds ``memtier.READ_IMMUTABLE``;
+        no freshness system call for a file already open, so a file rewritten
+        in place may be served stale). See :meth:`Context.read_into`.
     ctx : Context, optional
         Default: the process's default context.
 
@@ -73,10 +77,17 @@ def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0
     Thread-safe; the GIL is released while reading. Large reads are split
     into pieces of :data:`memtier.CHUNK_BYTES` so Ctrl-C is delivered.
     """
-    c = _ctx(ctx)
-    h = c._handle()
+    c = ctx if ctx is not None else _context.default_context()
+    h = c._h
+    if h is None or c._pid != _context._pid_now:
+        h = c._handle()
     p = _context._cpath(path)
-    cd, n, target = _dest(c._ffi, tensor, readonly_exc=ValueError)
+    cd, n = _dest_fast(c._ffi, tensor)
+    target = _context.TARGET_CPU
+    if cd is None:
+        cd, n, target = _dest(c._ffi, tensor, readonly_exc=ValueError)
+    if immutable:
+        flags |= _context.READ_IMMUTABLE
     c._read(h, p, offset, cd, n, flags, target, path, "memtier.read_into_tensor")
     return tensor
 

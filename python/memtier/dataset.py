@@ -292,20 +292,27 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         return sample
 
     def _resolve(self, indices: Sequence[Any]) -> np.ndarray:
-        """Validated sample indices (negative ones resolved) as int64."""
+        """Validated sample indices (negative ones resolved) as a 1-D int64
+        array (two reductions and no copy for non-negative int64 input).
+
+        Raises TypeError for non-integer indices, IndexError for one out of range."""
         n = self._ranges.shape[0]
-        idx = np.asarray(indices)
+        idx = indices if type(indices) is np.ndarray else np.asarray(indices)
         if idx.ndim != 1 or idx.dtype.kind not in "iu":
             raise TypeError("MemTierDataset indices must be integers, got dtype %s" % idx.dtype)
         if idx.size == 0:
             return idx.astype(np.int64)
-        if idx.dtype.kind == "u" and int(idx.max()) >= n:  # before int64 could wrap it
-            raise IndexError("MemTierDataset index %d out of range for %d samples" % (int(idx.max()), n))
-        idx = idx.astype(np.int64, copy=False)
-        if int(idx.min()) < -n or int(idx.max()) >= n:
+        hi = int(np.maximum.reduce(idx))
+        if idx.dtype.kind == "u":
+            if hi >= n:  # before int64 could wrap it
+                raise IndexError("MemTierDataset index %d out of range for %d samples" % (hi, n))
+            return idx.astype(np.int64)
+        lo = int(np.minimum.reduce(idx))
+        if lo < -n or hi >= n:
             bad = next(int(i) for i in idx.tolist() if not -n <= i < n)
             raise IndexError("MemTierDataset index %d out of range for %d samples" % (bad, n))
-        return np.where(idx < 0, idx + n, idx)
+        idx = idx.astype(np.int64, copy=False)
+        return np.where(idx < 0, idx + n, idx) if lo < 0 else idx
 
     @staticmethod
     def _name_sample(e: _errors.MemTierError, idx: np.ndarray, keep: Optional[np.ndarray]) -> None:
@@ -361,28 +368,42 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         return list(buf.split(lengths.tolist()))
 
     def __getitems__(self, indices: Sequence[Any]) -> List[Any]:
-        """Samples ``indices`` (a list of ints from a batch sampler) as a list,
-        read with one batched read; see the class docstring."""
+        """Samples ``indices`` (a list of ints from a batch sampler) as a list;
+        see the class docstring.
+
+        One library call for the batch (``Context.readv`` of the batch's
+        ranges into one pooled buffer; ``memtier_load_chunks`` for a CUDA
+        target), then the samples are made as views of that buffer by one
+        ``split_with_sizes`` (torch) with no per-sample Python work besides
+        ``transform``. Raises IndexError/TypeError for bad indices before any
+        I/O; a read error names the sample (``e.sample``). Thread-safe.
+        """
         idx = np.asarray(indices)
-        if idx.size == 0:
-            return []
         if idx.ndim != 1 or idx.dtype.kind not in "iu":
+            if idx.size == 0:
+                return []
             if idx.dtype == object or idx.ndim != 1:
                 return [self[i] for i in indices]  # unusual index objects: one by one
+        elif idx.shape[0] == 0:
+            return []
         idx = self._resolve(idx)
         ranges = self._ranges[idx]
         lengths = ranges[:, 1]
-        total = int(lengths.sum())
         if self._target != "cpu":
             samples = self._read_cuda(ranges, idx)
             if self.transform is not None:
                 samples = [self.transform(s) for s in samples]
             return samples
+        total = int(np.add.reduce(lengths))
         if total:
             st = self._state()
             buf = st.pool.get(total)
-            keep = None if bool((lengths > 0).all()) else np.flatnonzero(lengths > 0)
-            nz = ranges if keep is None else ranges[keep]
+            if int(np.minimum.reduce(lengths)) > 0:
+                keep = None
+                nz = ranges
+            else:
+                keep = np.flatnonzero(lengths)
+                nz = ranges[keep]
             if st.ctx is not None:
                 try:
                     st.ctx.readv(self._data_file, nz, out=buf)
@@ -399,7 +420,8 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         else:
             buf = np.empty(0, dtype=np.uint8)
         if _torch is not None:
-            samples = list(_torch.from_numpy(buf).split(lengths.tolist()))
+            # one C++ call makes every view (Tensor.split adds a Python layer)
+            samples = list(_torch.from_numpy(buf).split_with_sizes(lengths.tolist()))
         else:
             samples = []
             start = 0

@@ -82,13 +82,16 @@ class _Shard:
 class _ProcState(_samples._ProcState):
     """What one process reads with: a Context and open shards, or the pread fallback."""
 
-    __slots__ = ("shards", "fds", "lock")
+    __slots__ = ("shards", "fds", "lock", "checked")
 
     def __init__(self, pid: int) -> None:
         super().__init__(pid)
         self.shards: Dict[int, _Shard] = {}
         self.fds: Dict[int, int] = {}
         self.lock = threading.Lock()
+        # members (dataset member index) whose size this process's shard
+        # handle was checked against the dataset's table; None until first use
+        self.checked: Optional[np.ndarray] = None
 
 
 class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[misc, valid-type]
@@ -259,6 +262,8 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         self._s_shard = np.array(s_shard, dtype=np.int32)
         for a in (self._m_shard, self._m_idx, self._m_off, self._m_size, self._s_start, self._s_shard):
             a.setflags(write=False)
+        # this process's handles made the table: nothing to check against it
+        st.checked = np.ones(len(m_ext), dtype=bool)
 
     # ------------------------------------------------------------ properties
 
@@ -393,8 +398,16 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
             sh = self._shard(st, s)
             idx = np.ascontiguousarray(self._m_idx[mem[sel]], dtype=np.uint64)
             # The handle's member table must be the one this dataset was built
-            # from: read_batch writes each member's size into its slot.
-            for i, want in zip(idx.tolist(), sizes[sel].tolist()):
+            # from: read_batch writes each member's size into its slot. A
+            # handle's table is fixed when it is opened, so each member is
+            # checked once per process (the first batch that reads it), not
+            # on every read.
+            checked = st.checked
+            if checked is None:
+                checked = st.checked = np.zeros(len(self._m_ext), dtype=bool)
+            todo = np.flatnonzero(~checked[mem[sel]])
+            for j in todo.tolist():
+                i, want = int(idx[j]), int(sizes[sel[j]])
                 rc = lib.memtier_dataset_sample(sh.h, i, ffi.NULL, sizep, ffi.NULL)
                 if rc or int(sizep[0]) != want:
                     raise _errors.make_error(
@@ -402,6 +415,8 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
                         "the shard changed since the dataset was built (member %d: %s); "
                         "build the dataset again" % (i, "missing" if rc else "size %d, was %d" % (int(sizep[0]), want)),
                         filename=self._paths[s])
+            if todo.size:
+                checked[mem[sel[todo]]] = True
             dsts = np.ascontiguousarray(addrs[sel])
             res = np.zeros(sel.size, dtype=np.int64)
             rc = lib.memtier_dataset_read_batch(
