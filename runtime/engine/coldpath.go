@@ -29,6 +29,15 @@ func (c *Context) coldProbe(o source.Object, off, size uint64, in *policy.Input)
 	}
 }
 
+// objProbe is deviceProbe for any source object: a zero Probe for sources
+// other than local files. For explain's Input (it never probes).
+func (c *Context) objProbe(o source.Object) policy.Probe {
+	if f, ok := o.(*files.File); ok {
+		return c.deviceProbe(f)
+	}
+	return policy.Probe{}
+}
+
 // deviceProbe returns what the probe measured on f's device, or a zero Probe
 // when it has not run. A map lookup: no syscall, no I/O.
 func (c *Context) deviceProbe(f *files.File) policy.Probe {

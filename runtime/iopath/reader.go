@@ -167,12 +167,19 @@ func (r *Reader) PreadFull(fd int, dst []byte, off int64, path string, direct bo
 // ReadBuffered reads len(dst) bytes of f at off through the page cache and
 // returns how many it read: fewer only at end of file (a range past EOF gives
 // 0 and no error). Reads longer than one task are split at multiples of
-// TaskBytes in file offsets and run in parallel by Run with IOThreads workers.
-// Counts StorageBytes; the request-level BufferedBytes is the engine's.
-// Safe for concurrent use; blocks in pread.
+// TaskBytes in file offsets and run in parallel by Run with IOThreads workers;
+// reads of at least StreamMinBytes (and two tasks) run as readahead streams
+// instead, one descriptor per worker (streams.go). Counts StorageBytes; the
+// request-level BufferedBytes is the engine's. Safe for concurrent use;
+// blocks in pread.
 func (r *Reader) ReadBuffered(f *files.File, dst []byte, off int64) (int, error) {
 	if err := checkRange("read", f.Path, off, len(dst)); err != nil {
 		return 0, err
+	}
+	if r.streams(int64(len(dst))) {
+		n, err := r.readStreams(f, dst, off)
+		r.st.StorageBytes.Add(uint64(n))
+		return n, err
 	}
 	p := splitTasks(off, int64(len(dst)), r.taskBytes)
 	var n int
