@@ -45,6 +45,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -528,6 +529,10 @@ def main() -> int:
         ap.error(f"--large-size={size}: the result buffer and the DRAM cache of it do not fit in memory")
 
     tmp = tempfile.mkdtemp(prefix="memtier_bench_report_")
+    # SIGTERM/SIGHUP (timeout, a closed terminal) unwind like Ctrl-C, so the
+    # finally below removes the inputs and subprocess.run kills the child.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     need = size + 256 * MiB + 800 * MiB + 256 * MiB
     if shutil.disk_usage(tmp).free < need * 1.1:
         shutil.rmtree(tmp, ignore_errors=True)

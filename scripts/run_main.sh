@@ -31,8 +31,13 @@ for arg in "$@"; do
     *) echo "run_main.sh: unknown argument '$arg'" >&2; usage >&2; exit 2 ;;
   esac
 done
-if ! [[ $size =~ ^[0-9]+$ ]] || (( size < 4096 )); then
-  echo "run_main.sh: --size must be a byte count of at least 4096, got '$size'" >&2
+# At most 16 digits keeps the arithmetic below far from 64-bit overflow.
+if ! [[ $size =~ ^[0-9]{1,16}$ ]] || (( 10#$size < 4096 )); then
+  echo "run_main.sh: --size must be a byte count from 4096 to 9999999999999999, got '$size'" >&2
+  exit 2
+fi
+if [[ -z $build || -z $dir && -n ${dir+x} && $* == *--dir=* ]]; then
+  echo "run_main.sh: --build= and --dir= need a directory" >&2
   exit 2
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
