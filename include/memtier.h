@@ -117,7 +117,10 @@ typedef struct memtier_request memtier_request_t;
 
 /* Per-call hints for memtier_read_ex (bit flags, OR them). */
 #define MEMTIER_READ_DEFAULT 0u
-#define MEMTIER_READ_ONCE 1u       /* do not admit into the DRAM cache          */
+#define MEMTIER_READ_ONCE 1u       /* do not admit into the DRAM cache; a cold  */
+                                   /* read of direct_threshold bytes or more may */
+                                   /* then skip the page cache too (O_DIRECT,    */
+                                   /* when the device probe finds it faster)     */
 #define MEMTIER_READ_WILL_REUSE 2u /* admit into the DRAM cache whatever size   */
 #define MEMTIER_READ_DIRECT 4u     /* prefer O_DIRECT for bytes not cached      */
 #define MEMTIER_READ_BUFFERED 8u   /* never O_DIRECT for this call              */
@@ -197,9 +200,11 @@ typedef struct memtier_config {
                                      /* MEMTIER_READ_WILL_REUSE; default 16 MiB   */
     uint64_t task_bytes;             /* large reads are split into tasks of this  */
                                      /* size run in parallel; default 4 MiB       */
-    uint64_t direct_threshold_bytes; /* AUTO mode: uncached reads at least this   */
-                                     /* large and not in the page cache go        */
-                                     /* O_DIRECT; default 8 MiB                   */
+    uint64_t direct_threshold_bytes; /* AUTO mode: READ_ONCE reads at least this  */
+                                     /* large and not in the page cache may go    */
+                                     /* O_DIRECT (0.3: other cold reads stay      */
+                                     /* buffered, leaving the page cache warm for */
+                                     /* the next process); default 8 MiB          */
     int32_t direct_mode;             /* MEMTIER_DIRECT_*; default AUTO            */
     int32_t cache_enabled;           /* 1 (default) or 0                          */
     uint32_t max_open_files;         /* descriptor table bound; default 128       */

@@ -22,9 +22,10 @@ func (l *chunkLoad) serveUnit(f *files.File, u *chunkUnit) {
 	}
 }
 
-// serveOne serves a chunk of at most one task on its own, as memtier_read
-// would with READ_ONCE: bytes already in the DRAM cache are copied from it,
-// the rest is read straight into the destination and not admitted. Staging a
+// serveOne serves a chunk of at most one task on its own, not admitted to the
+// DRAM cache (policy.ReadNoAdmit: unlike READ_ONCE it keeps the page cache, so
+// the next process finds the bytes warm): bytes already in the DRAM cache are
+// copied from it, the rest is read straight into the destination. Staging a
 // chunk through cache blocks costs a second copy of every byte and evicts
 // what prefetch put there; measured on 100k random 4-64 KiB chunks that made
 // load_chunks slower than a Python pread loop. Hot chunks belong in the cache
@@ -32,7 +33,7 @@ func (l *chunkLoad) serveUnit(f *files.File, u *chunkUnit) {
 func (l *chunkLoad) serveOne(f *files.File, i int) {
 	e := &l.ch[i]
 	s, err := guarded(func() (served, error) {
-		return l.c.serve(f, e.Off, e.Size, e.Dst[:e.Size], policy.ReadOnce, false)
+		return l.c.serve(f, e.Off, e.Size, e.Dst[:e.Size], policy.ReadNoAdmit, false)
 	})
 	if err != nil {
 		l.fail(i, err)

@@ -152,7 +152,7 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 		chunk := uint64(gpu.DefaultChunkSize)
 		ex.Tasks = (uncached + chunk - 1) / chunk
 		reason += fmt.Sprintf("; file side %s into pinned buffers",
-			map[int]string{policy.PathDirect: "O_DIRECT", policy.PathBuffered: "buffered pread"}[c.decide(f, off, size, flags|policy.ReadOnce, 0).Path])
+			map[int]string{policy.PathDirect: "O_DIRECT", policy.PathBuffered: "buffered pread"}[c.decideQuiet(f, off, size, flags|policy.ReadOnce, 0).Path])
 		if c.opts.GDSMode == policy.GDSRequired {
 			rerr = errs.At(errs.Unsupported, "explain", path, int64(off), "gds_mode REQUIRED but GDS cannot serve this read: %s", ex.Reason)
 		}

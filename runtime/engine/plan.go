@@ -92,7 +92,7 @@ func (c *Context) makePlan(p *plan, obj source.Object, off, size uint64, flags u
 		p.d = *o.decided
 	case o.exact:
 		p.in = policy.Input{Target: policy.TargetCPU, Size: size, Flags: flags, CachedBytes: p.cached,
-			DirectRefused: c.src.DirectRefused(obj)}
+			DirectRefused: c.src.DirectRefused(obj), Probe: c.objProbe(obj)}
 		p.in.ResidentBytes, p.in.ResidentKnown = c.src.Resident(obj, off, size, 0)
 		p.d = policy.Decide(c.pol, p.in)
 	default:

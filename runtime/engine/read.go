@@ -185,6 +185,17 @@ func (c *Context) decideObj(o source.Object, off uint64, size uint64, flags uint
 	return policy.Decide(c.pol, in)
 }
 
+// decideQuiet is decide for explain: the same input, with the device probe's
+// remembered result but never running it (explain does no I/O).
+func (c *Context) decideQuiet(o source.Object, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
+	in := policy.Input{Target: policy.TargetCPU, Size: size, Flags: flags, CachedBytes: cached,
+		DirectRefused: c.src.DirectRefused(o), Probe: c.objProbe(o)}
+	if policy.NeedsResidency(c.pol, in) {
+		in.ResidentBytes, in.ResidentKnown = c.src.Resident(o, off, size, residencySamples)
+	}
+	return policy.Decide(c.pol, in)
+}
+
 // serve fills dst (len size) with the bytes of f at off; the range is inside
 // the file. prefetch forces admission, and dst is nil then (fill the cache
 // only). It plans the request and executes the plan.
