@@ -436,3 +436,6 @@ def _load_rows(c: Context, path: PathType, offsets: Any, sizes: Any, dsts: Any,
     arr = np.stack([np.asarray(offsets, dtype=np.uint64), np.asarray(sizes, dtype=np.uint64)], axis=1) \
         if n else np.zeros((0, 2), dtype=np.uint64)
     _run(c, path, carr, arr, prefix, target)
+
+
+_context._chunk_api.update(load_chunks=load_chunks, iter_chunks=iter_chunks)

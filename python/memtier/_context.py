@@ -109,6 +109,11 @@ CONFIG_KEYS = (
 # of a getpid() system call on every entry. A fork that bypasses Python's
 # hooks is still caught by the C guard (MEMTIER_ERR_FORKED).
 _pid_now = os.getpid()
+# load_chunks / iter_chunks, installed by _chunks when it is imported (the
+# package imports it): _chunks builds on this module, so this module does not
+# import it back (the import graph has no cycle).
+_chunk_api: Dict[str, Any] = {}
+
 _default_lock = threading.Lock()
 _default: "Optional[Context]" = None
 
@@ -1386,15 +1391,11 @@ class Context:
 
     def load_chunks(self, path: PathType, chunks: Any, out: Any = None) -> Any:
         """:func:`memtier.load_chunks` on this context."""
-        from ._chunks import load_chunks
-
-        return load_chunks(path, chunks, out, ctx=self)
+        return _chunk_api["load_chunks"](path, chunks, out, ctx=self)
 
     def iter_chunks(self, path: PathType, chunks: Any, out: Any = None) -> Any:
         """:func:`memtier.iter_chunks` on this context."""
-        from ._chunks import iter_chunks
-
-        return iter_chunks(path, chunks, out, ctx=self)
+        return _chunk_api["iter_chunks"](path, chunks, out, ctx=self)
 
     def read_async(self, path: PathType, offset: int, buffer: WritableBuffer, *,
                    flags: int = 0) -> Request:

@@ -14,7 +14,7 @@ past end of file an :class:`EOFError`, a bad argument a :class:`ValueError`.
 from __future__ import annotations
 
 import errno as _errno
-from typing import Dict, Optional, Type
+from typing import Callable, Dict, Optional, Type
 
 __all__ = [
     "MemTierError",
@@ -297,6 +297,22 @@ def closed_error(what: str = "context") -> ClosedError:
     return make_error(ERR_CLOSED, f"memtier: the {what} is closed")  # type: ignore[return-value]
 
 
+def _no_texts(status: int) -> "tuple[Optional[str], str]":
+    return None, ""
+
+
+# (strerror, last_error) of the calling thread for a status. _ffi, which
+# loads the library, installs its reader when it is imported; this module
+# stays below _ffi in the import graph (no cycle).
+_error_texts = _no_texts
+
+
+def set_error_texts(fn: "Callable[[int], tuple[Optional[str], str]]") -> None:
+    """Install the function :func:`_check` reads error texts with (from ``_ffi``)."""
+    global _error_texts
+    _error_texts = fn
+
+
 def _check(
     status: int,
     prefix: str = "",
@@ -313,9 +329,7 @@ def _check(
     """
     if status >= 0:
         return status
-    from . import _ffi  # late: _ffi imports this module
-
-    strerror, detail = _ffi.error_texts(status)
+    strerror, detail = _error_texts(status)
     if status == ERR_FORKED and not hint and "spawn" not in detail:
         hint = FORK_HINT
     raise make_error(

@@ -484,3 +484,6 @@ def strerror(status: int) -> Optional[str]:
     if rt is None:
         return None
     return rt.ffi.string(rt.lib.memtier_strerror(status)).decode("utf-8", "replace")
+
+
+_errors.set_error_texts(error_texts)
