@@ -171,6 +171,19 @@ func sizeVar(name, doc string, field func(*Options) *uint64) Var {
 	}}
 }
 
+// modeVar is a variable that takes one of a set of names (case-insensitive);
+// list is the error text's "not one of ..." part.
+func modeVar(name, doc string, field func(*Options) *int, list string, names map[string]int) Var {
+	return Var{name, doc, func(o *Options, v string) error {
+		n, ok := names[strings.ToLower(strings.TrimSpace(v))]
+		if !ok {
+			return fmt.Errorf("not one of %s", list)
+		}
+		*field(o) = n
+		return nil
+	}}
+}
+
 // Vars lists every MEMTIER_* variable in README order.
 var Vars = []Var{
 	{"MEMTIER_CACHE_BYTES", "DRAM cache budget in bytes (K/M/G suffixes); 0 turns the cache off", func(o *Options, v string) error {
@@ -203,21 +216,9 @@ var Vars = []Var{
 	}},
 	sizeVar("MEMTIER_TASK_BYTES", "large reads are split into parallel tasks of this size", func(o *Options) *uint64 { return &o.TaskBytes }),
 	sizeVar("MEMTIER_DIRECT_THRESHOLD", "AUTO mode: uncached reads at least this large and not in the page cache use O_DIRECT", func(o *Options) *uint64 { return &o.DirectThreshold }),
-	{"MEMTIER_DIRECT", "auto, off, always or required", func(o *Options, v string) error {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "auto":
-			o.DirectMode = DirectAuto
-		case "off", "0":
-			o.DirectMode = DirectOff
-		case "always", "on", "1":
-			o.DirectMode = DirectAlways
-		case "required":
-			o.DirectMode = DirectRequired
-		default:
-			return fmt.Errorf("not one of auto, off, always, required")
-		}
-		return nil
-	}},
+	modeVar("MEMTIER_DIRECT", "auto, off, always or required", func(o *Options) *int { return &o.DirectMode },
+		"auto, off, always, required", map[string]int{"auto": DirectAuto, "off": DirectOff, "0": DirectOff,
+			"always": DirectAlways, "on": DirectAlways, "1": DirectAlways, "required": DirectRequired}),
 	{"MEMTIER_MAX_OPEN_FILES", "bound of the open-descriptor table (1 to 65536)", func(o *Options, v string) error {
 		n, err := parseInt(v, 1, 65536)
 		if err == nil {
@@ -254,19 +255,10 @@ var Vars = []Var{
 		}
 		return err
 	}},
-	{"MEMTIER_FRESHNESS", "strict (every call checks the open file; never stale), interval (a file checked within MEMTIER_FRESHNESS_INTERVAL_MS is trusted) or open (checked at open only: immutable data)", func(o *Options, v string) error {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "strict", "0":
-			o.Freshness = FreshStrict
-		case "interval", "1":
-			o.Freshness = FreshInterval
-		case "open", "immutable", "2":
-			o.Freshness = FreshOpen
-		default:
-			return fmt.Errorf("not one of strict, interval, open")
-		}
-		return nil
-	}},
+	modeVar("MEMTIER_FRESHNESS", "strict (every call checks the open file; never stale), interval (a file checked within MEMTIER_FRESHNESS_INTERVAL_MS is trusted) or open (checked at open only: immutable data)",
+		func(o *Options) *int { return &o.Freshness }, "strict, interval, open",
+		map[string]int{"strict": FreshStrict, "0": FreshStrict, "interval": FreshInterval, "1": FreshInterval,
+			"open": FreshOpen, "immutable": FreshOpen, "2": FreshOpen}),
 	{"MEMTIER_FRESHNESS_INTERVAL_MS", "freshness interval: ms a checked file is trusted (1 to 2^30; default 100)", func(o *Options, v string) error {
 		n, err := parseInt(v, 1, 1<<30)
 		if err == nil {
@@ -274,19 +266,9 @@ var Vars = []Var{
 		}
 		return err
 	}},
-	{"MEMTIER_GDS_MODE", "GPU builds: auto (GDS for large aligned reads, staged fallback), off (always staged) or required (no GDS is an error)", func(o *Options, v string) error {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "auto":
-			o.GDSMode = GDSAuto
-		case "off", "0":
-			o.GDSMode = GDSOff
-		case "required", "1", "on":
-			o.GDSMode = GDSRequired
-		default:
-			return fmt.Errorf("not one of auto, off, required")
-		}
-		return nil
-	}},
+	modeVar("MEMTIER_GDS_MODE", "GPU builds: auto (GDS for large aligned reads, staged fallback), off (always staged) or required (no GDS is an error)",
+		func(o *Options) *int { return &o.GDSMode }, "auto, off, required",
+		map[string]int{"auto": GDSAuto, "off": GDSOff, "0": GDSOff, "required": GDSRequired, "1": GDSRequired, "on": GDSRequired}),
 	sizeVar("MEMTIER_HBM_CACHE_BYTES", "GPU builds: budget of the device-memory (HBM) cache that prefetch TO_HBM fills; 0 turns the tier off", func(o *Options) *uint64 { return &o.HBMCacheBytes }),
 	{"MEMTIER_HBM_DEVICE", "GPU builds: CUDA device ordinal that holds the HBM cache (0 to 63)", func(o *Options, v string) error {
 		n, err := parseInt(v, 0, MaxHBMDevice)

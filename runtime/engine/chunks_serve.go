@@ -5,6 +5,7 @@ import (
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/source"
 )
 
 // serveUnit serves one unit of LoadChunks and finalizes its chunks. Failures
@@ -141,7 +142,7 @@ func (l *chunkLoad) readStretch(f *files.File, members []int) {
 		case err != nil:
 			l.fail(i, err)
 		default:
-			l.fail(i, shrunk(f, e.Off, e.Size))
+			l.fail(i, source.Shrunk(f, e.Off, e.Size))
 		}
 	}
 }

@@ -57,6 +57,13 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 	return ex, nil
 }
 
+// quietPath is the file-side path a read with flags would take, decided
+// without running the device probe.
+func (c *Context) quietPath(f *files.File, off, size uint64, flags uint32) int {
+	_, d := c.decideFor(f, off, size, flags, 0, decideQuiet)
+	return d.Path
+}
+
 // planTasks is how many parallel tasks executing p runs: its units, with a
 // source span counted as the task-size pieces it is split into.
 func (c *Context) planTasks(p *plan) uint64 {
@@ -152,7 +159,7 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 		chunk := uint64(gpu.DefaultChunkSize)
 		ex.Tasks = (uncached + chunk - 1) / chunk
 		reason += fmt.Sprintf("; file side %s into pinned buffers",
-			map[int]string{policy.PathDirect: "O_DIRECT", policy.PathBuffered: "buffered pread"}[c.decideQuiet(f, off, size, flags|policy.ReadOnce, 0).Path])
+			map[int]string{policy.PathDirect: "O_DIRECT", policy.PathBuffered: "buffered pread"}[c.quietPath(f, off, size, flags|policy.ReadOnce)])
 		if c.opts.GDSMode == policy.GDSRequired {
 			rerr = errs.At(errs.Unsupported, "explain", path, int64(off), "gds_mode REQUIRED but GDS cannot serve this read: %s", ex.Reason)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/source"
 )
 
 // Reads into CUDA device memory (MEMTIER_TARGET_CUDA).
@@ -443,7 +444,7 @@ func (c *Context) gdsRead(f *files.File, off, size uint64, dst uintptr) (s gpuSe
 		return s, true, nil
 	}
 	if uint64(n) < size {
-		return s, false, shrunk(f, off, size)
+		return s, false, source.Shrunk(f, off, size)
 	}
 	s.gds = size
 	return s, false, nil
@@ -474,7 +475,7 @@ func (c *Context) stagedRead(f *files.File, off, size uint64, dst uintptr, flags
 		var ns time.Duration
 		err := stg.ReadToDevice(dst+uintptr(lo-off), hi-lo, func(buf []byte, fo uint64) error {
 			t := time.Now()
-			_, err := c.storage(f, buf, fo, path)
+			_, err := c.fetch(f, buf, fo, path)
 			ns += time.Since(t) // the callbacks of one call run one after another
 			return err
 		}, lo)

@@ -53,6 +53,10 @@ type planOpts struct {
 	prefetch bool             // force admission, no destination
 	exact    bool             // measure page-cache residency of the whole range (explain)
 	decided  *policy.Decision // the path and admission decided for a larger whole (chunk pieces)
+	// cachedOnly stops after the cache lookups (no policy, no source spans)
+	// when the cache does not hold the whole range: readv's inline pass
+	// plans the rest with its group.
+	cachedOnly bool
 }
 
 // makePlan plans [off, off+size) of f (inside the file, size > 0): it pins the
@@ -87,16 +91,16 @@ func (c *Context) makePlan(p *plan, obj source.Object, off, size uint64, flags u
 			p.cached += hi - lo
 		}
 	}
+	if o.cachedOnly && p.cached != size {
+		return
+	}
 	switch {
 	case o.decided != nil:
 		p.d = *o.decided
 	case o.exact:
-		p.in = policy.Input{Target: policy.TargetCPU, Size: size, Flags: flags, CachedBytes: p.cached,
-			DirectRefused: c.src.DirectRefused(obj), Probe: c.objProbe(obj)}
-		p.in.ResidentBytes, p.in.ResidentKnown = c.src.Resident(obj, off, size, 0)
-		p.d = policy.Decide(c.pol, p.in)
+		p.in, p.d = c.decideFor(obj, off, size, flags, p.cached, decideExplain)
 	default:
-		p.d = c.decideObj(obj, off, size, flags, p.cached)
+		p.d = c.decide(obj, off, size, flags, p.cached)
 	}
 	if p.cached == size {
 		return

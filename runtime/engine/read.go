@@ -166,34 +166,40 @@ func checkEOF(f *files.File, off, size uint64) error {
 // residencySamples: pages sampled to tell a warm range from a cold one.
 const residencySamples = 64
 
-// decide runs the policy for [off, off+len(dst)) of f, probing page-cache
+// decide runs the policy for [off, off+size) of o, probing page-cache
 // residency and the device's speeds only when the answer depends on them (a
 // large AUTO READ_ONCE read; coldProbe runs the device probe on the first
 // cold one of a device).
-func (c *Context) decide(f *files.File, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
-	return c.decideObj(f, off, size, flags, cached)
+func (c *Context) decide(o source.Object, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
+	_, d := c.decideFor(o, off, size, flags, cached, decideRead)
+	return d
 }
 
-// decideObj is decide for any source object: the source tells residency.
-func (c *Context) decideObj(o source.Object, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
+// How decideFor gathers what the policy looks at.
+const (
+	decideRead    = iota // sample residency when it matters; run the device probe when it could change the path
+	decideQuiet          // the same, but only the probe's remembered result: explain does no I/O of its own
+	decideExplain        // decideQuiet with every page's residency measured, for explain's figures
+)
+
+// decideFor builds the policy's input for [off, off+size) of o (cached bytes
+// already in the DRAM cache) as mode says, and returns it with the decision.
+func (c *Context) decideFor(o source.Object, off, size uint64, flags uint32, cached uint64, mode int) (policy.Input, policy.Decision) {
 	in := policy.Input{Target: policy.TargetCPU, Size: size, Flags: flags, CachedBytes: cached,
 		DirectRefused: c.src.DirectRefused(o)}
-	if policy.NeedsResidency(c.pol, in) {
+	switch {
+	case mode == decideExplain:
+		in.ResidentBytes, in.ResidentKnown = c.src.Resident(o, off, size, 0)
+		in.Probe = c.objProbe(o)
+	case !policy.NeedsResidency(c.pol, in):
+	case mode == decideRead:
 		in.ResidentBytes, in.ResidentKnown = c.src.Resident(o, off, size, residencySamples)
 		c.coldProbe(o, off, size, &in)
-	}
-	return policy.Decide(c.pol, in)
-}
-
-// decideQuiet is decide for explain: the same input, with the device probe's
-// remembered result but never running it (explain does no I/O).
-func (c *Context) decideQuiet(o source.Object, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
-	in := policy.Input{Target: policy.TargetCPU, Size: size, Flags: flags, CachedBytes: cached,
-		DirectRefused: c.src.DirectRefused(o), Probe: c.objProbe(o)}
-	if policy.NeedsResidency(c.pol, in) {
+	default:
 		in.ResidentBytes, in.ResidentKnown = c.src.Resident(o, off, size, residencySamples)
+		in.Probe = c.objProbe(o)
 	}
-	return policy.Decide(c.pol, in)
+	return in, policy.Decide(c.pol, in)
 }
 
 // serve fills dst (len size) with the bytes of f at off; the range is inside
@@ -212,13 +218,6 @@ func (c *Context) serveDecided(f *files.File, off uint64, dst []byte, path int, 
 	d := policy.Decision{Path: path, Admit: admit}
 	c.makePlan(&p, f, off, uint64(len(dst)), 0, planOpts{decided: &d})
 	return c.exec(&p, dst, false)
-}
-
-// storage reads dst from f at off by path (buffered or direct), reporting
-// which path actually moved the bytes (direct falls back to buffered when the
-// file system refuses O_DIRECT).
-func (c *Context) storage(f *files.File, dst []byte, off uint64, path int) (served, error) {
-	return c.fetch(f, dst, off, path)
 }
 
 // fetch reads dst from source object o at off by path, counting the bytes by
@@ -240,6 +239,3 @@ func (s *served) add(o served) {
 	s.direct += o.direct
 	s.fetched += o.fetched
 }
-
-// shrunk reports a file that got shorter between stat and pread.
-func shrunk(f *files.File, off, n uint64) error { return source.Shrunk(f, off, n) }

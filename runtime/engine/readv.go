@@ -186,7 +186,7 @@ func (c *Context) readvInline(f *files.File, v []IOVec, idx []int) []int {
 // holds all of it, and reports whether it did.
 func (c *Context) readInline(f *files.File, e *IOVec) bool {
 	var p plan
-	c.makePlan(&p, f, e.Off, e.Size, 0, planOpts{})
+	c.makePlan(&p, f, e.Off, e.Size, 0, planOpts{cachedOnly: true})
 	if p.cached != e.Size {
 		p.release()
 		return false

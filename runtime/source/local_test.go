@@ -33,7 +33,7 @@ func TestLocal_OpenReadVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var src Source = l
-	o, stale, err := src.Open(p, TrustNone)
+	o, stale, err := src.Open(p, files.TrustNone)
 	if err != nil || stale != 0 {
 		t.Fatalf("open: %v stale %d", err, stale)
 	}
@@ -62,7 +62,7 @@ func TestLocal_OpenReadVersions(t *testing.T) {
 	if err := os.WriteFile(p, data[:4096], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o2, stale, err := src.Open(p, TrustNone)
+	o2, stale, err := src.Open(p, files.TrustNone)
 	if err != nil || stale != v1 || o2.Version() == v1 || o2.Size() != 4096 {
 		t.Fatalf("reopen after rewrite: err %v stale %d (want %d) version %d size %d", err, stale, v1, o2.Version(), o2.Size())
 	}

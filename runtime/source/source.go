@@ -58,9 +58,3 @@ type Source interface {
 	// DirectRefused reports whether O_DIRECT is known not to work for o.
 	DirectRefused(o Object) bool
 }
-
-// Trust values for Open: check the version now, or never recheck an open one.
-const (
-	TrustNone    time.Duration = 0
-	TrustForever time.Duration = -1
-)
