@@ -112,3 +112,26 @@ func (s StatsSnapshot) FallbackReasons() []string {
 	})
 	return keys
 }
+
+// Sub returns the counters of s that came after b (an earlier snapshot of
+// the same Stats): every count minus b's, per fallback reason too.
+func (s StatsSnapshot) Sub(b StatsSnapshot) StatsSnapshot {
+	out := StatsSnapshot{
+		GDSRequests: s.GDSRequests - b.GDSRequests, GDSBytes: s.GDSBytes - b.GDSBytes,
+		StagedRequests: s.StagedRequests - b.StagedRequests, StagedBytes: s.StagedBytes - b.StagedBytes,
+		StagedReadNanos: s.StagedReadNanos - b.StagedReadNanos, StagedWaitNanos: s.StagedWaitNanos - b.StagedWaitNanos,
+		CopyRequests: s.CopyRequests - b.CopyRequests, CopyBytes: s.CopyBytes - b.CopyBytes,
+		H2DBytes: s.H2DBytes - b.H2DBytes, H2DNanos: s.H2DNanos - b.H2DNanos,
+		HBMHits: s.HBMHits - b.HBMHits, HBMHitBytes: s.HBMHitBytes - b.HBMHitBytes, HBMMisses: s.HBMMisses - b.HBMMisses,
+		HBMInserts: s.HBMInserts - b.HBMInserts, HBMInsertBytes: s.HBMInsertBytes - b.HBMInsertBytes,
+		HBMEvictions:  s.HBMEvictions - b.HBMEvictions,
+		FallbackTotal: s.FallbackTotal - b.FallbackTotal,
+		Fallbacks:     map[string]uint64{},
+	}
+	for k, v := range s.Fallbacks {
+		if d := v - b.Fallbacks[k]; d > 0 {
+			out.Fallbacks[k] = d
+		}
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/cache"
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
@@ -41,7 +42,7 @@ type Context struct {
 	// freshness setting (files.TrustNone: strict; TrustForever: at open only).
 	trust time.Duration
 
-	gpu gpuState // target CUDA and the HBM tier (gpuread.go); nothing until first used
+	tgt *gpu.Target // target CUDA and the HBM tier (gpuread.go); nothing created until first used
 }
 
 // New validates o and builds a Context. GOMAXPROCS > 0 is applied to the
@@ -80,6 +81,8 @@ func New(o config.Options) (*Context, error) {
 	}
 	c.rd = rd
 	c.files = files.NewTable(o.MaxOpenFiles, &c.st)
+	c.tgt = gpu.NewTarget(gpu.TargetOptions{Lanes: min(max(o.IOThreads, gpu.DefaultLanes), 16),
+		HBMDevice: o.HBMDevice, HBMBudget: o.HBMCacheBytes, HBMBlock: config.HBMBlockBytes})
 	c.files.SetDirectCloseHook(c.forgetDirect)
 	c.src = &source.Local{Files: c.files, RD: rd, DirectRequired: o.DirectMode == policy.DirectRequired}
 	if o.PathRecheckMs > 0 {
@@ -121,7 +124,7 @@ func (c *Context) Close() error {
 	close(c.closing)
 	c.mu.Unlock()
 	c.asyncWG.Wait()
-	c.closeGPU()
+	c.tgt.Close()
 	if c.cache != nil {
 		c.cache.Close()
 	}
@@ -144,17 +147,14 @@ func (c *Context) Stats() stats.Snapshot {
 		s.CacheResidentBytes = c.cache.Resident()
 		s.CacheBudgetBytes = c.cache.Budget()
 	}
-	var g statsGPU
-	c.gpuStats(&g)
-	s.HBMInsertedBytes, s.HBMEvictions = g.inserted, g.evictions
-	s.HBMResidentBytes, s.HBMBudgetBytes = g.resident, g.budget
+	c.gpuStats(&s)
 	return s
 }
 
 // ResetStats zeroes every counter (the cache gauges describe state and stay).
 func (c *Context) ResetStats() {
 	c.st.Reset()
-	c.resetGPUStats()
+	c.tgt.ResetStats()
 }
 
 // DropCache removes path's blocks ("" = every block) and closes its idle

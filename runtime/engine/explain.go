@@ -105,44 +105,22 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 		return Explanation{}, err
 	}
 	defer f.Release()
+	// The plan the read would execute, with the destination on the HBM
+	// cache's device.
+	var p plan
+	_ = c.planDevice(&p, f, off, size, c.opts.HBMDevice, flags, devOpts{exact: true})
 	var ex Explanation
 	var hbmBytes uint64
-	h := c.gpu.hbm.Load()
-	dram := func(lo, hi uint64) { // DRAM-cache bytes of [lo, hi)
-		if c.cache == nil {
-			return
-		}
-		bs := c.cache.BlockSize()
-		for blo := lo / bs * bs; blo < hi; blo += bs {
-			a, b := max(lo, blo), min(hi, blo+bs)
-			if blk := c.cache.Peek(f.ID, blo/bs); blk != nil {
-				if blk.Covers(int(a-blo), int(b-blo)) {
-					ex.CachedBytes += b - a
-				}
-				blk.Release()
-			}
+	for _, s := range p.list() {
+		if s.tier == tierHBM {
+			hbmBytes += s.size
 		}
 	}
-	if h != nil {
-		bs := h.BlockSize()
-		for blo := off / bs * bs; blo < off+size; blo += bs {
-			lo, hi := max(off, blo), min(off+size, blo+bs)
-			if n, ok := h.Contains(gpu.BlockKey{File: f.ID, Index: blo / bs}); ok && hi-blo <= n {
-				hbmBytes += hi - lo
-				continue
-			}
-			dram(lo, hi)
-		}
-	} else {
-		dram(off, off+size)
-	}
+	ex.CachedBytes = p.cached
 	if n, err := iopath.Resident(f.FD, int64(off), int64(size)); err == nil {
 		ex.ResidentBytes = uint64(n)
 	}
-	in := policy.GPUInput{Size: size, Off: off, FileSize: uint64(f.Ident.Size), HBMBytes: hbmBytes,
-		CachedBytes: ex.CachedBytes, GPUAvailable: true, GDSUnavailable: c.gdsUnavailable(),
-		FileFallback: c.fileFallback(f)}
-	ex.Decision = policy.DecideGPU(c.gpuPolicy(), in)
+	ex.Decision = c.decideDevice(f, off, size, hbmBytes, ex.CachedBytes)
 	uncached := size - hbmBytes - ex.CachedBytes
 	reason := fmt.Sprintf("%s (size %d, hbm %d, dram cache %d, gds_threshold %d)",
 		ex.Reason, size, hbmBytes, ex.CachedBytes, c.opts.GDSThreshold)
@@ -152,7 +130,7 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 		ex.Tasks = 1
 	case policy.PathGDS:
 		ex.Tasks = 1
-		if c.gpu.gds.Load() == nil {
+		if !c.tgt.GDSProbed() {
 			reason += "; GDS not probed yet (the first GDS read opens the cuFile driver; if that fails, reads go staged)"
 		}
 	case policy.PathStaged:
@@ -164,7 +142,7 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 			rerr = errs.At(errs.Unsupported, "explain", path, int64(off), "gds_mode REQUIRED but GDS cannot serve this read: %s", ex.Reason)
 		}
 	}
-	ex.Reason = fmt.Sprintf("row %d: %s", ex.Row, reason)
+	ex.Reason = fmt.Sprintf("row %d: %s", ex.Row, reason) + p.tiersText()
 	return ex, rerr
 }
 

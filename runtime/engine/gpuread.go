@@ -3,57 +3,32 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
-	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
-	"github.com/memtier/memtier/runtime/source"
+	"github.com/memtier/memtier/runtime/stats"
 )
 
 // Reads into CUDA device memory (MEMTIER_TARGET_CUDA).
 //
-// A device read is served tier by tier: blocks in the HBM cache (filled by
-// prefetch TO_HBM) are copied device to device; blocks in the DRAM cache are
-// copied host to device straight from cache memory (Stager.CopyToDevice);
-// the rest is read from the file with GDS (cuFile straight into device
-// memory) or staged (pread into pinned buffers, double-buffered against the
-// host-to-device copies: Stager.ReadToDevice), as policy.DecideGPU says. A GDS
+// A device read is a device plan (gpuplan.go): blocks in the HBM cache
+// (filled by prefetch TO_HBM) are copied device to device; DRAM-cache blocks
+// and the file ranges policy.DecideGPU does not send to GDS go through the
+// Stager's pinned, double-buffered pipeline (Stager.ReadToDevice); the rest
+// is read with GDS (cuFile straight into device memory). A GDS
 // read that fails with a fallback error (file system not supported, cuFile
 // missing, a read error) is redone staged, counted in gds_fallbacks and
 // remembered for that version of the file. Device reads never fill the DRAM
 // cache.
 //
-// Nothing here runs for CPU targets: the Stager, the cuFile driver and the
-// HBM cache are created on the first request that needs them, so a CPU-only
-// program never initialises CUDA.
-
-// gpuState is a context's GPU side.
-type gpuState struct {
-	mu      sync.Mutex // serialises creation of the members below
-	stager  atomic.Pointer[gpu.Stager]
-	hbm     atomic.Pointer[gpu.HBMCache]
-	gds     atomic.Pointer[gpu.GDS]
-	gdsErr  atomic.Pointer[gpu.Error] // the probe failed: GDS is unavailable for the process
-	probing sync.Mutex                // one OpenGDS at a time
-	st      gpu.Stats                 // counters of the stager, the GDS reader and the HBM cache
-
-	fbMu      sync.Mutex
-	fallbacks map[uint64]string   // file version -> why GDS fell back (not retried)
-	hbmFiles  map[uint64]struct{} // file versions with blocks in the HBM cache
-	last      string              // the latest fallback, for GPUInfo
-	base      gpu.StatsSnapshot   // gpu counters at the last ResetStats
-}
-
-// maxRememberedFallbacks bounds the per-file fallback memory; when full it is
-// cleared (a forgotten file is tried with GDS once more).
-const maxRememberedFallbacks = 4096
+// The GPU state (Stager, HBM cache, cuFile driver, fallback memory, GPU
+// counters) is a gpu.Target: nothing in it runs for CPU targets, each part
+// is created on the first request that needs it, so a CPU-only program never
+// initialises CUDA.
 
 // gpuServed counts one device request's bytes by the tier that delivered them.
 type gpuServed struct {
@@ -128,120 +103,9 @@ func inspectDst(op, path string, off uint64, dst uintptr, size uint64) (int, err
 	return 0, gpuError(op, path, off, err)
 }
 
-// stager returns the context's Stager, creating it on first use.
-func (c *Context) stager() (*gpu.Stager, error) {
-	if s := c.gpu.stager.Load(); s != nil {
-		return s, nil
-	}
-	c.gpu.mu.Lock()
-	defer c.gpu.mu.Unlock()
-	if s := c.gpu.stager.Load(); s != nil {
-		return s, nil
-	}
-	lanes := min(max(c.opts.IOThreads, gpu.DefaultLanes), 16)
-	s, err := gpu.NewStager(gpu.StagerOptions{Lanes: lanes, Stats: &c.gpu.st})
-	if err != nil {
-		return nil, err
-	}
-	c.gpu.stager.Store(s)
-	return s, nil
-}
-
-// hbmCache returns the context's HBM cache, creating it (empty: it allocates
-// device memory block by block as prefetches fill it) on first use.
-func (c *Context) hbmCache() (*gpu.HBMCache, error) {
-	if h := c.gpu.hbm.Load(); h != nil {
-		return h, nil
-	}
-	c.gpu.mu.Lock()
-	defer c.gpu.mu.Unlock()
-	if h := c.gpu.hbm.Load(); h != nil {
-		return h, nil
-	}
-	h, err := gpu.NewHBMCache(gpu.HBMOptions{Device: c.opts.HBMDevice, Budget: c.opts.HBMCacheBytes,
-		BlockSize: config.HBMBlockBytes, Stats: &c.gpu.st})
-	if err != nil {
-		return nil, err
-	}
-	c.gpu.hbm.Store(h)
-	return h, nil
-}
-
-// gdsReader returns the context's GDS reader, probing the cuFile driver on
-// first use (seconds on some machines; only a GPU request that chose GDS
-// gets here). A failed probe is remembered: nil and that error from then on.
-func (c *Context) gdsReader() (*gpu.GDS, *gpu.Error) {
-	if g := c.gpu.gds.Load(); g != nil {
-		return g, nil
-	}
-	if e := c.gpu.gdsErr.Load(); e != nil {
-		return nil, e
-	}
-	c.gpu.probing.Lock()
-	defer c.gpu.probing.Unlock()
-	if g := c.gpu.gds.Load(); g != nil {
-		return g, nil
-	}
-	if e := c.gpu.gdsErr.Load(); e != nil {
-		return nil, e
-	}
-	g, err := gpu.OpenGDS(&c.gpu.st)
-	if err != nil {
-		var ge *gpu.Error
-		if !errors.As(err, &ge) {
-			ge = &gpu.Error{Kind: gpu.KindUnavailable, Detail: err.Error()}
-		}
-		c.gpu.gdsErr.Store(ge)
-		return nil, ge
-	}
-	c.gpu.gds.Store(g)
-	return g, nil
-}
-
 // forgetDirect is the file table's hook for an O_DIRECT descriptor about to
 // be closed: its cuFile registration goes first.
-func (c *Context) forgetDirect(fd int) {
-	if g := c.gpu.gds.Load(); g != nil {
-		g.Forget(fd)
-	}
-}
-
-// noteFallback counts one GDS attempt that failed and was served staged
-// instead; perFile remembers it for the file version (not tried again).
-func (c *Context) noteFallback(f *files.File, reason string, err error, perFile bool) {
-	c.st.GDSFallbacks.Add(1)
-	c.gpu.st.Fallback(reason)
-	c.gpu.fbMu.Lock()
-	defer c.gpu.fbMu.Unlock()
-	if perFile {
-		if c.gpu.fallbacks == nil || len(c.gpu.fallbacks) >= maxRememberedFallbacks {
-			c.gpu.fallbacks = map[uint64]string{}
-		}
-		c.gpu.fallbacks[f.ID] = reason
-	}
-	c.gpu.last = fmt.Sprintf("%s: %s: %v", f.Path, reason, err)
-}
-
-// fileFallback is why GDS fell back for this version of f before ("" if it
-// did not).
-func (c *Context) fileFallback(f *files.File) string {
-	c.gpu.fbMu.Lock()
-	defer c.gpu.fbMu.Unlock()
-	return c.gpu.fallbacks[f.ID]
-}
-
-// gdsUnavailable is why GDS cannot run ("" when it can or was not probed).
-func (c *Context) gdsUnavailable() string {
-	if e := c.gpu.gdsErr.Load(); e != nil {
-		return gdsUnavailableText(e)
-	}
-	return ""
-}
-
-// gdsUnavailableText: "GDS unavailable (<reason key>): <why>".
-func gdsUnavailableText(e *gpu.Error) string {
-	return "GDS unavailable (" + e.Reason() + "): " + strings.TrimPrefix(e.Error(), "GDS unavailable: ")
-}
+func (c *Context) forgetDirect(fd int) { c.tgt.ForgetFD(fd) }
 
 func (c *Context) gpuPolicy() policy.GPUConfig {
 	return policy.GPUConfig{GDSMode: c.opts.GDSMode, GDSThreshold: c.opts.GDSThreshold}
@@ -279,234 +143,12 @@ func (c *Context) readGPU(op, path string, off, size uint64, dst uintptr, dstLen
 	if err := checkEOF(f, off, size); err != nil {
 		return err
 	}
-	s, err := c.serveGPU(f, off, size, dst, dev, flags)
+	s, err := c.serveDevice(f, off, size, dst, dev, flags, devOpts{})
 	if err != nil {
 		return gpuError(op, path, off, err)
 	}
 	c.accountGPU(s)
 	return nil
-}
-
-// serveGPU fills device memory [dst, dst+size) (on device dev) with the
-// bytes of f at off; the range is inside the file. HBM cache blocks are
-// copied device to device when the cache lives on dev; the rest goes
-// through serveGPUSegment.
-func (c *Context) serveGPU(f *files.File, off, size uint64, dst uintptr, dev int, flags uint32) (gpuServed, error) {
-	h := c.gpu.hbm.Load()
-	if h == nil || h.Device() != dev {
-		return c.serveGPUSegment(f, off, size, dst, flags)
-	}
-	if _, resident, _ := h.Usage(); resident == 0 {
-		return c.serveGPUSegment(f, off, size, dst, flags)
-	}
-	var total gpuServed
-	segStart := off // start of the pending range not in the HBM cache
-	flush := func(end uint64) error {
-		if end <= segStart {
-			return nil
-		}
-		s, err := c.serveGPUSegment(f, segStart, end-segStart, dst+uintptr(segStart-off), flags)
-		total.add(s)
-		return err
-	}
-	bs := h.BlockSize()
-	for blo := off / bs * bs; blo < off+size; blo += bs {
-		lo, hi := max(off, blo), min(off+size, blo+bs)
-		ok, err := h.Lookup(gpu.BlockKey{File: f.ID, Index: blo / bs}, lo-blo, dst+uintptr(lo-off), hi-lo)
-		if err != nil {
-			return total, err
-		}
-		if !ok {
-			continue
-		}
-		if err := flush(lo); err != nil {
-			return total, err
-		}
-		total.hbm += hi - lo
-		segStart = hi
-	}
-	err := flush(off + size)
-	return total, err
-}
-
-// serveGPUSegment fills [dst, dst+size) with f's bytes at off, without the
-// HBM cache: DRAM-cache blocks are copied host to device from cache memory,
-// the rest is read from the file (gpuStorage).
-func (c *Context) serveGPUSegment(f *files.File, off, size uint64, dst uintptr, flags uint32) (gpuServed, error) {
-	if c.cache == nil || c.cache.Resident() == 0 {
-		return c.gpuStorage(f, off, size, dst, flags)
-	}
-	var total gpuServed
-	segStart := off
-	flush := func(end uint64) error {
-		if end <= segStart {
-			return nil
-		}
-		s, err := c.gpuStorage(f, segStart, end-segStart, dst+uintptr(segStart-off), flags)
-		total.add(s)
-		return err
-	}
-	bs := c.cache.BlockSize()
-	for blo := off / bs * bs; blo < off+size; blo += bs {
-		lo, hi := max(off, blo), min(off+size, blo+bs)
-		blk := c.cache.Touch(f.ID, blo/bs)
-		if blk == nil {
-			continue
-		}
-		if !blk.Covers(int(lo-blo), int(hi-blo)) {
-			blk.Release()
-			continue
-		}
-		err := flush(lo)
-		if err == nil {
-			err = c.copyToDevice(dst+uintptr(lo-off), blk.Data()[lo-blo:hi-blo])
-		}
-		blk.Release()
-		if err != nil {
-			return total, err
-		}
-		c.st.CacheHits.Add(1)
-		total.cache += hi - lo
-		segStart = hi
-	}
-	err := flush(off + size)
-	return total, err
-}
-
-// copyToDevice copies host memory (a DRAM-cache block) to dst.
-func (c *Context) copyToDevice(dst uintptr, src []byte) error {
-	s, err := c.stager()
-	if err != nil {
-		return err
-	}
-	t := time.Now()
-	if err := s.CopyToDevice(dst, src); err != nil {
-		return err
-	}
-	c.st.H2DBytes.Add(uint64(len(src)))
-	c.st.H2DNanos.Add(uint64(time.Since(t)))
-	return nil
-}
-
-// gpuStorage reads [off, off+size) of f from the file into device memory:
-// GDS when the policy says so and it works, else staged. With gds_mode
-// REQUIRED, anything that keeps GDS from serving the range is an error.
-func (c *Context) gpuStorage(f *files.File, off, size uint64, dst uintptr, flags uint32) (gpuServed, error) {
-	d := policy.DecideGPU(c.gpuPolicy(), policy.GPUInput{Size: size, Off: off, FileSize: uint64(f.Ident.Size),
-		GPUAvailable: true, GDSUnavailable: c.gdsUnavailable(), FileFallback: c.fileFallback(f)})
-	required := c.opts.GDSMode == policy.GDSRequired
-	if d.Path == policy.PathGDS {
-		s, fellBack, err := c.gdsRead(f, off, size, dst)
-		if err != nil || !fellBack {
-			return s, err
-		}
-	} else if required {
-		return gpuServed{}, errs.At(errs.Unsupported, "read", f.Path, int64(off),
-			"gds_mode REQUIRED but GDS cannot serve this read: %s", d.Reason)
-	}
-	return c.stagedRead(f, off, size, dst, flags)
-}
-
-// gdsRead reads with cuFile through f's O_DIRECT descriptor. fellBack: GDS
-// could not serve the range (counted, and remembered per file where it is
-// about the file); the caller reads it staged. With gds_mode REQUIRED those
-// cases are errors instead.
-func (c *Context) gdsRead(f *files.File, off, size uint64, dst uintptr) (s gpuServed, fellBack bool, err error) {
-	required := c.opts.GDSMode == policy.GDSRequired
-	g, gerr := c.gdsReader()
-	if gerr != nil {
-		if required {
-			return s, false, errs.At(errs.Unsupported, "read", f.Path, int64(off),
-				"gds_mode REQUIRED but %s", gdsUnavailableText(gerr))
-		}
-		c.noteFallback(f, gerr.Reason(), gerr, false)
-		return s, true, nil
-	}
-	dfd, _, _, refused, err := f.Direct()
-	if err != nil {
-		return s, false, err
-	}
-	if refused {
-		if required {
-			return s, false, errs.At(errs.DirectIO, "read", f.Path, int64(off),
-				"gds_mode REQUIRED but the file system refuses O_DIRECT, which GDS needs")
-		}
-		c.noteFallback(f, "odirect_refused", errors.New("the file system refuses O_DIRECT"), true)
-		return s, true, nil
-	}
-	n, err := g.Read(dfd, dst, size, int64(off))
-	if err != nil {
-		reason, ok := gpu.FallbackReason(err)
-		if !ok || required {
-			return s, false, err
-		}
-		c.noteFallback(f, reason, err, true)
-		return s, true, nil
-	}
-	if uint64(n) < size {
-		return s, false, source.Shrunk(f, off, size)
-	}
-	s.gds = size
-	return s, false, nil
-}
-
-// stagedPartMin: a staged read of at least two of these is split into parts
-// (at most one per Stager lane) run at once, so several pinned pipelines
-// read the file and feed the device in parallel; a smaller one runs on one
-// lane (its reads are still split into tasks by the CPU path).
-const stagedPartMin = 2 * gpu.DefaultChunkSize
-
-// stagedRead reads [off, off+size) of f through the context's Stager: each
-// pinned buffer is filled by the CPU path the policy picks for the file side
-// (buffered pread, or O_DIRECT straight into the page-aligned buffer) while
-// the previous one is copied to the device. Large reads run as several
-// parts on several lanes at once, cut at multiples of the chunk size in file
-// offsets (so every part but the first starts aligned for O_DIRECT).
-func (c *Context) stagedRead(f *files.File, off, size uint64, dst uintptr, flags uint32) (gpuServed, error) {
-	stg, err := c.stager()
-	if err != nil {
-		return gpuServed{}, err
-	}
-	path := c.decide(f, off, size, flags|policy.ReadOnce, 0).Path
-	chunk := stg.Options().ChunkSize
-	parts := int(min(uint64(stg.Options().Lanes), size/stagedPartMin))
-	var readNs atomic.Int64
-	part := func(lo, hi uint64) error {
-		var ns time.Duration
-		err := stg.ReadToDevice(dst+uintptr(lo-off), hi-lo, func(buf []byte, fo uint64) error {
-			t := time.Now()
-			_, err := c.fetch(f, buf, fo, path)
-			ns += time.Since(t) // the callbacks of one call run one after another
-			return err
-		}, lo)
-		readNs.Add(int64(ns))
-		return err
-	}
-	start := time.Now()
-	if parts <= 1 {
-		err = part(off, off+size)
-	} else {
-		// Cut points: multiples of chunk, about size/parts apart.
-		per := (size/uint64(parts) + chunk - 1) / chunk * chunk
-		var cuts []uint64
-		for lo := off; lo < off+size; {
-			hi := min(off+size, (lo+per)/chunk*chunk)
-			if hi <= lo {
-				hi = min(off+size, lo+per)
-			}
-			cuts = append(cuts, lo)
-			lo = hi
-		}
-		cuts = append(cuts, off+size)
-		err = c.rd.Run(len(cuts)-1, len(cuts)-1, func(i int) error { return part(cuts[i], cuts[i+1]) })
-	}
-	c.st.StagedReadNanos.Add(uint64(readNs.Load()))
-	if err != nil {
-		return gpuServed{}, err
-	}
-	c.st.H2DBytes.Add(size)
-	c.st.H2DNanos.Add(uint64(time.Since(start)))
-	return gpuServed{staged: size}, nil
 }
 
 // readvGPU serves the valid elements idx of a CUDA-target ReadV, each on its
@@ -553,7 +195,7 @@ func (l *chunkLoad) runGPU(path string, valid []int, want uint64) {
 			l.fail(i, err)
 			return nil
 		}
-		s, err := c.serveGPU(f, e.Off, e.Size, dst, dev, 0)
+		s, err := c.serveDevice(f, e.Off, e.Size, dst, dev, 0, devOpts{})
 		if err != nil {
 			l.fail(i, gpuError("load_chunks", path, e.Off, err))
 			return nil
@@ -582,7 +224,7 @@ func (c *Context) prefetchHBM(path string, off, size uint64) (uint64, error) {
 		return 0, err
 	}
 	c.st.PrefetchRequests.Add(1)
-	h, err := c.hbmCache()
+	h, err := c.tgt.HBM()
 	if err != nil {
 		return 0, gpuError("prefetch", path, off, err)
 	}
@@ -596,12 +238,7 @@ func (c *Context) prefetchHBM(path string, off, size uint64) (uint64, error) {
 	if off >= end {
 		return 0, nil
 	}
-	c.gpu.fbMu.Lock()
-	if c.gpu.hbmFiles == nil {
-		c.gpu.hbmFiles = map[uint64]struct{}{}
-	}
-	c.gpu.hbmFiles[f.ID] = struct{}{}
-	c.gpu.fbMu.Unlock()
+	c.tgt.NoteHBMFile(f.ID)
 	var todo []uint64
 	for idx := off / bs; idx*bs < end; idx++ {
 		if _, ok := h.Contains(gpu.BlockKey{File: f.ID, Index: idx}); !ok {
@@ -613,7 +250,7 @@ func (c *Context) prefetchHBM(path string, off, size uint64) (uint64, error) {
 		blo := todo[k] * bs
 		n := min(bs, uint64(f.Ident.Size)-blo)
 		ok, err := h.Fill(gpu.BlockKey{File: f.ID, Index: todo[k]}, n, func(p uintptr) error {
-			_, err := c.serveGPUSegment(f, blo, n, p, 0)
+			_, err := c.serveDevice(f, blo, n, p, h.Device(), 0, devOpts{noHBM: true})
 			return err
 		})
 		if ok {
@@ -627,63 +264,18 @@ func (c *Context) prefetchHBM(path string, off, size uint64) (uint64, error) {
 
 // dropHBM removes the HBM blocks of the file versions ids (all blocks when
 // all is set).
-func (c *Context) dropHBM(ids []uint64, all bool) {
-	h := c.gpu.hbm.Load()
-	if h == nil {
-		return
-	}
-	c.gpu.fbMu.Lock()
-	defer c.gpu.fbMu.Unlock()
-	if all {
-		for id := range c.gpu.hbmFiles {
-			h.RemoveFile(id)
-		}
-		c.gpu.hbmFiles = nil
-		return
-	}
-	for _, id := range ids {
-		if id != 0 {
-			h.RemoveFile(id)
-			delete(c.gpu.hbmFiles, id)
-		}
-	}
-}
+func (c *Context) dropHBM(ids []uint64, all bool) { c.tgt.DropHBM(ids, all) }
 
-// closeGPU frees the Stager's pinned buffers and the HBM cache's device
-// memory (finalize; never on a process-exit path).
-func (c *Context) closeGPU() {
-	if s := c.gpu.stager.Load(); s != nil {
-		_ = s.Close()
-	}
-	if h := c.gpu.hbm.Load(); h != nil {
-		_ = h.Close()
-	}
-}
-
-// gpuStats fills the GPU fields of a stats snapshot that are not engine
-// counters: HBM inserts and evictions (since the last reset) and the HBM
-// gauges.
-func (c *Context) gpuStats(out *statsGPU) {
-	snap := c.gpu.st.Snapshot()
-	c.gpu.fbMu.Lock()
-	base := c.gpu.base
-	c.gpu.fbMu.Unlock()
-	out.inserted = snap.HBMInsertBytes - base.HBMInsertBytes
-	out.evictions = snap.HBMEvictions - base.HBMEvictions
-	if h := c.gpu.hbm.Load(); h != nil {
-		_, out.resident, _ = h.Usage()
-	}
-	out.budget = c.opts.HBMCacheBytes / config.HBMBlockBytes * config.HBMBlockBytes
-}
-
-type statsGPU struct{ inserted, evictions, resident, budget uint64 }
-
-// resetGPUStats starts the gpu package's counters from zero for Stats.
-func (c *Context) resetGPUStats() {
-	snap := c.gpu.st.Snapshot()
-	c.gpu.fbMu.Lock()
-	c.gpu.base = snap
-	c.gpu.fbMu.Unlock()
+// gpuStats fills the GPU fields of a stats snapshot that the gpu package
+// counts (one set of counters: the engine does not count them again): HBM
+// inserts and evictions, GDS fallbacks and the staged path's file-read time
+// since the last reset, and the HBM gauges.
+func (c *Context) gpuStats(s *stats.Snapshot) {
+	g := c.tgt.Stats()
+	s.HBMInsertedBytes, s.HBMEvictions = g.HBMInsertBytes, g.HBMEvictions
+	s.GDSFallbacks, s.StagedReadNanos = g.FallbackTotal, g.StagedReadNanos
+	s.HBMResidentBytes = c.tgt.HBMResident()
+	s.HBMBudgetBytes = c.opts.HBMCacheBytes / config.HBMBlockBytes * config.HBMBlockBytes
 }
 
 // GPUInfo describes the GPU side in a few lines (memtier_gpu_info): whether
@@ -697,20 +289,14 @@ func (c *Context) GPUInfo() (string, error) {
 	defer c.exit()
 	modes := map[int]string{policy.GDSAuto: "auto", policy.GDSOff: "off", policy.GDSRequired: "required"}
 	gds := gpu.GDSReason()
-	if e := c.gpu.gdsErr.Load(); e != nil {
-		gds = gdsUnavailableText(e)
+	if e := c.tgt.GDSUnavailable(); e != "" {
+		gds = e
 	}
 	hbm := "off (hbm_cache_bytes is 0)"
 	if c.opts.HBMCacheBytes > 0 {
-		var resident uint64
-		if h := c.gpu.hbm.Load(); h != nil {
-			_, resident, _ = h.Usage()
-		}
-		hbm = fmt.Sprintf("budget %d bytes on device %d, %d bytes resident", c.opts.HBMCacheBytes, c.opts.HBMDevice, resident)
+		hbm = fmt.Sprintf("budget %d bytes on device %d, %d bytes resident", c.opts.HBMCacheBytes, c.opts.HBMDevice, c.tgt.HBMResident())
 	}
-	c.gpu.fbMu.Lock()
-	last := c.gpu.last
-	c.gpu.fbMu.Unlock()
+	last := c.tgt.LastFallback()
 	if last == "" {
 		last = "none"
 	}
@@ -727,7 +313,7 @@ func checkGDSRequired(o config.Options) error {
 	if _, err := gpu.OpenGDS(nil); err != nil {
 		var ge *gpu.Error
 		if errors.As(err, &ge) {
-			return errs.New(errs.Unsupported, "memtier_init", "gds_mode REQUIRED but %s", gdsUnavailableText(ge))
+			return errs.New(errs.Unsupported, "memtier_init", "gds_mode REQUIRED but %s", gpu.UnavailableText(ge))
 		}
 		return errs.New(errs.Unsupported, "memtier_init", "gds_mode REQUIRED but GDS is unavailable: %v", err)
 	}

@@ -8,15 +8,20 @@ import (
 	"github.com/memtier/memtier/runtime/source"
 )
 
-// Tiers a span is served by, top of the stack first. The HBM tier of CUDA
-// targets is planned in gpuread.go.
+// Tiers a span is served by, top of the stack first. CPU plans use the first
+// three; device plans (gpuplan.go) the last three.
 const (
 	tierDRAM   uint8 = iota // copied out of a valid DRAM cache block
 	tierFill                // read from the source into a DRAM cache block, then copied out
 	tierSource              // read from the source straight into the destination
+	tierHBM                 // device to device from an HBM cache block
+	tierGDS                 // cuFile from the file straight into device memory
+	tierStaged              // DRAM cache and source through pinned buffers to the device
+	numTiers
 )
 
-var tierNames = [...]string{tierDRAM: "dram cache", tierFill: "source -> dram cache", tierSource: "source"}
+var tierNames = [numTiers]string{tierDRAM: "dram cache", tierFill: "source -> dram cache", tierSource: "source",
+	tierHBM: "hbm cache", tierGDS: "gds", tierStaged: "staged (dram cache and source via pinned buffers)"}
 
 // span is one piece of a plan: the file range [off, off+size) and the tier
 // that serves it. A tierDRAM span holds a pin on its block (blk) from planning
@@ -182,14 +187,20 @@ func releaseSpans(ss []span) {
 // describe formats the plan for memtier_explain: the decision's row and
 // reason with its numbers, then what each tier serves.
 func (c *Context) describe(p *plan) string {
-	var n [3]int
-	var b [3]uint64
+	return fmt.Sprintf("row %d: %s", p.d.Row, policy.Detail(c.pol, p.in, p.d)) + p.tiersText()
+}
+
+// tiersText lists what each tier serves: "; dram cache: 65536 bytes in 1
+// spans" per tier that has spans, top of the stack first.
+func (p *plan) tiersText() string {
+	var n [numTiers]int
+	var b [numTiers]uint64
 	for _, s := range p.list() {
 		n[s.tier]++
 		b[s.tier] += s.size
 	}
-	text := fmt.Sprintf("row %d: %s", p.d.Row, policy.Detail(c.pol, p.in, p.d))
-	for t := tierDRAM; t <= tierSource; t++ {
+	text := ""
+	for t := range numTiers {
 		if n[t] > 0 {
 			text += fmt.Sprintf("; %s: %d bytes in %d spans", tierNames[t], b[t], n[t])
 		}
