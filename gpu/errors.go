@@ -165,3 +165,19 @@ func FallbackReason(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// bufferCodes are the CUfileOpError values (cufile.h) that are about the
+// destination buffer or the calling thread's CUDA context, not the file:
+// CU_FILE_CUDA_POINTER_INVALID, _MEMORY_TYPE_INVALID (managed memory, for
+// one), _POINTER_RANGE_ERROR, _CONTEXT_MISMATCH, CU_FILE_GPU_MEMORY_PINNING_FAILED,
+// CU_FILE_NOMEM_ERROR and CU_FILE_INVALID_CONTEXT_ERROR.
+var bufferCodes = map[int]bool{5012: true, 5013: true, 5014: true, 5015: true, 5036: true, 5043: true, 5047: true}
+
+// AboutBuffer reports whether err is a cuFile error caused by the
+// destination buffer or the calling context rather than by the file. The
+// engine serves such a read staged but does not mark the file staged-only:
+// the next read, into another buffer, may use GDS.
+func AboutBuffer(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && bufferCodes[e.Code] // CUresult values stay below 1000
+}

@@ -91,3 +91,16 @@ func TestOptionDefaults(t *testing.T) {
 		t.Fatal("budget below a block accepted")
 	}
 }
+
+func TestAboutBuffer(t *testing.T) {
+	for code, want := range map[int]bool{5012: true, 5013: true, 5014: true, 5015: true, 5036: true, 5043: true,
+		5047: true, 5030: false, 5008: false, 0: false} {
+		err := fmt.Errorf("wrapped: %w", &Error{Kind: KindIO, Code: code})
+		if got := AboutBuffer(err); got != want {
+			t.Errorf("AboutBuffer(code %d) = %v, want %v", code, got, want)
+		}
+	}
+	if AboutBuffer(errors.New("plain")) {
+		t.Error("AboutBuffer of a plain error")
+	}
+}

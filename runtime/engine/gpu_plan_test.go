@@ -127,3 +127,42 @@ func TestGPU_HBMEvictedAfterPlanningIsServedStaged(t *testing.T) {
 		t.Fatal("bytes differ after the HBM block was evicted")
 	}
 }
+
+// A cuFile error about the destination buffer (5013, CU_FILE_CUDA_MEMORY_TYPE_INVALID:
+// managed memory, say) is served staged without marking the file
+// staged-only; one about the file side (5030, internal error) marks it.
+func TestGPU_BufferFaultsAreNotRememberedPerFile(t *testing.T) {
+	needGPU(t)
+	const n = 4 << 20
+	path := writeP(t, n)
+	want := pfile(0, n)
+	for _, tc := range []struct {
+		code    string
+		perFile bool
+	}{{"5013", false}, {"5030", true}} {
+		t.Run(tc.code, func(t *testing.T) {
+			c := newCtx(t, func(o *config.Options) { o.GDSMode = config.GDSAuto })
+			dev := devMem(t, n)
+			t.Setenv("FAKE_CUFILE_FAIL_READ_AFTER", "0")
+			t.Setenv("FAKE_CUFILE_FAIL_READ_CODE", tc.code)
+			if err := c.Read(path, 0, n, devSlice(dev, n), policy.TargetCUDA, 0); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(devBytes(t, dev, n), want) {
+				t.Fatal("bytes of the fallback read differ")
+			}
+			s := c.Stats()
+			if s.GDSFallbacks != 1 || s.StagedBytes != n || s.GDSBytes != 0 {
+				t.Fatalf("after a failed GDS read: fallbacks %d staged %d gds %d", s.GDSFallbacks, s.StagedBytes, s.GDSBytes)
+			}
+			f, err := c.acquire(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Release()
+			if got := c.tgt.FileFallback(f.ID) != ""; got != tc.perFile {
+				t.Fatalf("code %s remembered for the file: %v, want %v", tc.code, got, tc.perFile)
+			}
+		})
+	}
+}

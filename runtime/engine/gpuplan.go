@@ -232,7 +232,8 @@ func (c *Context) gdsRead(obj source.Object, off, size uint64, dst uintptr) (s g
 		if !ok || required {
 			return s, false, err
 		}
-		c.tgt.NoteFallback(f.ID, f.Path, reason, err, true)
+		// A buffer's fault (managed memory, say) says nothing about the file.
+		c.tgt.NoteFallback(f.ID, f.Path, reason, err, !gpu.AboutBuffer(err))
 		return s, true, nil
 	}
 	if uint64(n) < size {
