@@ -62,6 +62,9 @@ def _close_ds(lib: Any, handle: Any, pid: int, keep: Any) -> None:
     del keep
 
 
+# A WebDataset brace pattern: "{000..009}" ranges or "{a,b}" lists.
+_BRACES = re.compile(r"\{[^{}]*(\.\.|,)[^{}]*\}")
+
 class _Shard:
     """One open ``memtier_dataset_t`` of this process (closed when collected)."""
 
@@ -180,8 +183,17 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         opts = _samples._check_options(transform, context_options)
         self._urls = [os.fspath(u) for u in shards]
         self._paths = [os.path.abspath(u) for u in self._urls]
-        for p in self._paths:
-            if _stat.S_ISDIR(os.stat(p).st_mode):
+        for u, p in zip(self._urls, self._paths):
+            try:
+                mode = os.stat(p).st_mode
+            except FileNotFoundError:
+                hint = ""
+                if _BRACES.search(u):
+                    hint = ("this looks like a WebDataset brace pattern, which is not expanded here: "
+                            "pass the list of shards, e.g. list(braceexpand.braceexpand(pattern))")
+                raise _errors.make_error(_errors.ERR_NOT_FOUND, "TarShardDataset", strerror="file not found",
+                                         filename=p, hint=hint) from None
+            if _stat.S_ISDIR(mode):
                 raise IsADirectoryError(21, "TarShardDataset: shard is a directory", p)
         self.transform = transform
         self._init_proc(opts, fork_fallback)

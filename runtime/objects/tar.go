@@ -61,7 +61,10 @@ package objects
 //     no single (offset, size) range holds the file;
 //   - "invalid name": a regular member whose name is empty or contains NUL
 //     (archive/tar cuts names at NUL, so the NUL test is a safety net);
-//   - "too many members": more than 10,000,000 regular members.
+//   - "too many members": more than 10,000,000 regular members;
+//   - "compressed archive": the first entry does not parse and the file
+//     starts with the magic of gzip, zstd, bzip2, xz or lz4
+//     (tar_compressed.go).
 //
 // A failing ReadAt gives its error mapped by errs.FromErrno instead.
 //
@@ -121,8 +124,8 @@ type TarMember struct {
 // has a non-empty name without NUL. The file format, what is listed and what
 // is refused are in the comment at the top of tar.go. A bad archive gives an
 // *errs.Error with code errs.Format whose message starts with one of
-// "invalid header", "truncated archive", "unsupported member", "invalid name"
-// or "too many members" and whose Offset is the failing entry's first header
+// "invalid header", "truncated archive", "unsupported member", "invalid name",
+// "too many members" or "compressed archive" and whose Offset is the failing entry's first header
 // block; a negative size is errs.InvalidArg; a failing r.ReadAt gives its
 // error mapped by errs.FromErrno. Member data is skipped, not read (a few KiB
 // around each header at most). The returned slice is owned by the caller.
@@ -167,6 +170,11 @@ func parseTar(r io.ReaderAt, size int64, maxMembers int) ([]TarMember, error) {
 			return members, nil
 		}
 		if err != nil {
+			if entry == 0 {
+				if cerr := tarCompressed(r, size); cerr != nil {
+					return nil, cerr
+				}
+			}
 			return nil, tarReadErr(err, entry, size)
 		}
 		// tar.Reader does not buffer: after Next the section reader stands on

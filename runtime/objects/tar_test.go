@@ -32,7 +32,7 @@ import (
 var tarCorpusDir = filepath.Join("testdata", "tar")
 
 // tarPhrases are the stable starts of every Format message ParseTar returns.
-var tarPhrases = []string{"invalid header", "truncated archive", "unsupported member", "invalid name", "too many members"}
+var tarPhrases = []string{"invalid header", "truncated archive", "unsupported member", "invalid name", "too many members", "compressed archive"}
 
 // tarCorpusEntry is one file's line in expected.json: members as
 // [name, offset, size, sha256 of the data], or an error phrase and offset.
