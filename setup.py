@@ -230,7 +230,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     package_dir={"": "python"},
-    packages=["memtier"],
+    packages=["memtier", "memtier.safetensors"],
     package_data={"memtier": ["py.typed"]},
     include_package_data=False,
     zip_safe=False,

@@ -485,7 +485,8 @@ def test_malformed_files_raise_format_error(tmp_path, case, content, phrase):
     elif case == "b16d_unknown_dtype":
         path = hdr({"t": {"dtype": "Q3_K", "shape": [4], "data_offsets": [0, 999999]}}, b"\0" * 4)
     elif case == "f4_subbyte":
-        path = hdr({"t": {"dtype": "F4", "shape": [2], "data_offsets": [0, 1]}}, b"\0")
+        # one 4-bit element does not end at a byte boundary: refused (the reference refuses it too)
+        path = hdr({"t": {"dtype": "F4", "shape": [1], "data_offsets": [0, 1]}}, b"\0")
     elif case == "b15e_bad_empty":
         path = hdr({"bad": {"dtype": "F32", "shape": [1], "data_offsets": [0, 0]}}, b"")
     else:

@@ -1,0 +1,401 @@
+"""The open-file layer of :mod:`memtier.safetensors`: argument parsing and the handle.
+
+:class:`Handle` wraps one ``memtier_safetensors_t`` (the library parsed and
+validated the header) and reads tensors through it; :class:`PyHandle` serves
+the files the library's parser refuses although the reference reads them
+(packed sub-byte dtypes, a header that starts with whitespace): the header is
+parsed by :mod:`._header` and the payloads are read by the library by path
+(``memtier_load_chunks``), with the file's identity checked around each read.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+from .. import _context, _dtypes, _errors, _ffi
+from .._context import TARGET_CPU, TARGET_CUDA, Context, PathType, _cpath, _fname
+from .._errors import make_error
+from . import _header
+from ._alloc import PAGE, SUBBYTE, TensorInfo, alloc, alloc_each, dtype_of, storage_shape
+from ._errors import as_reference, invalid, missing_tensor
+
+_FRAMEWORKS = {"pt": "pt", "torch": "pt", "pytorch": "pt", "np": "np", "numpy": "np"}
+
+def ctx_of(ctx: Optional[Context]) -> Context:
+    return ctx if ctx is not None else _context.default_context()
+
+
+def parse_device(device: Any, where: str) -> Optional[str]:
+    """None for the CPU, else the torch device string "cuda:N"; anything else
+    raises (UnsupportedError for other device types, never a silent CPU result)."""
+    if device is None:
+        return None
+    if isinstance(device, bool):
+        raise TypeError(f"{where}: device must be a str, int or torch.device, got {device!r}")
+    if isinstance(device, int):
+        if device < 0:
+            raise invalid(f"{where}: device {device!r} is invalid")
+        return f"cuda:{device}"
+    s = str(device).strip().lower()
+    if s == "cpu":
+        return None
+    if s.isdigit():
+        return f"cuda:{int(s)}"
+    if s == "cuda" or s.startswith("cuda:"):
+        try:
+            target, index = _context._parse_device(s)
+        except ValueError:
+            raise invalid(f"{where}: device {device!r} is invalid") from None
+        return f"cuda:{index}"
+    raise make_error(_errors.ERR_UNSUPPORTED, f"{where}: device {device!r}",
+                     "only 'cpu' and 'cuda[:N]' are supported")
+
+
+def cuda_setup(ctx: Context, device: Optional[str], framework: Optional[str], where: str) -> Any:
+    """For a CUDA device: check framework, torch.cuda and the library's CUDA
+    backend before anything is opened or allocated; returns torch."""
+    fw = None if framework is None else _FRAMEWORKS.get(str(framework))
+    if framework is not None and fw is None:
+        raise invalid(f"{where}: framework {framework!r} is invalid; use 'pt' (torch) or 'np' (numpy)")
+    if fw == "np":
+        raise invalid(f"{where}: device {device!r} returns torch CUDA tensors; "
+                         "framework='np' cannot hold GPU memory (use framework='pt')")
+    return _context._require_cuda(ctx, f"{where}: device {device!r}")
+
+
+def framework_of(framework: Optional[str], where: str) -> Tuple[str, Any]:
+    """-> ("pt", torch) or ("np", None). Imports torch only when the result needs it."""
+    if framework is None:
+        torch = _dtypes.torch_module()
+        return ("pt", torch) if torch is not None else ("np", None)
+    fw = _FRAMEWORKS.get(str(framework))
+    if fw is None:
+        raise invalid(f"{where}: framework {framework!r} is invalid; use 'pt' (torch) or 'np' (numpy)")
+    if fw == "np":
+        return "np", None
+    torch = _dtypes.torch_module()
+    if torch is None:
+        why = ("MEMTIER_PY_FORCE_NO_TORCH is set" if _dtypes.torch_disabled()
+               else "torch is not importable")
+        raise ImportError(f"{where}: framework={framework!r} needs torch, but {why}; use framework='np'")
+    return fw, (torch if fw == "pt" else None)
+
+
+def span(infos: List["TensorInfo"]) -> Tuple[int, int]:
+    """(absolute offset of the first payload byte, bytes up to the end of the
+    last payload): the part of the data section a load reads."""
+    live = [i for i in infos if i.nbytes]
+    if not live:
+        return 0, 0
+    lo = min(i.offset for i in live)
+    return lo, max(i.offset + i.nbytes for i in live) - lo
+
+
+def alloc_all_device(infos: List["TensorInfo"], torch: Any, device: str) -> List[Tuple[Any, int]]:
+    """:func:`_alloc_all` on a CUDA device: one ``torch.uint8`` buffer from
+    torch's allocator, laid out like the data section and placed so each
+    byte's address equals its file offset modulo 4096 (GDS reads then start
+    aligned), tensors as dtype views of it (they keep it alive). A tensor
+    whose file offset is not a multiple of its element size gets its own
+    allocation (a dtype view there would be misaligned)."""
+    lo, n = span(infos)
+    if not n:
+        return [alloc(i, torch, device) for i in infos]
+    buf = torch.empty(n + PAGE, dtype=torch.uint8, device=device)
+    shift = (lo - buf.data_ptr()) % PAGE
+    region = buf[shift:shift + n]
+    base = region.data_ptr()
+    out: List[Tuple[Any, int]] = []
+    for info in infos:
+        dt = dtype_of(info.dtype)
+        if not info.nbytes or info.offset % dt.itemsize:
+            out.append(alloc(info, torch, device))
+            continue
+        raw = region[info.offset - lo:info.offset - lo + info.nbytes]
+        t = raw.view(_dtypes.torch_dtype(dt, torch)).reshape(storage_shape(info))
+        out.append((t, base + info.offset - lo))
+    return out
+
+
+def _close_handle(lib: Any, handle: Any, pid: int, keep: Any) -> None:
+    if pid == _context._pid_now:  # never enter the library in a fork child
+        lib.memtier_safetensors_close(handle)
+    del keep
+
+
+class Handle:
+    """An open ``memtier_safetensors_t`` and the tensor table read from it."""
+
+    __slots__ = ("ctx", "h", "path", "infos", "by_name", "meta", "fin", "ident", "lock",
+                 "_meta_present", "__weakref__")
+
+    def __init__(self, ctx: Context, path: PathType, where: str) -> None:
+        h = ctx._handle()
+        ffi, lib = ctx._ffi, ctx._lib
+        p = _cpath(path)
+        self.ctx = ctx
+        self.path = path
+        self.lock = threading.Lock()
+        try:
+            st = os.stat(p)
+            self.ident: Optional[Tuple[int, ...]] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            self.ident = None  # the library's open below reports the error
+        out = ffi.new("memtier_safetensors_t **")
+        rc = lib.memtier_safetensors_open(h, p, out)
+        if rc:
+            ctx._fail(rc, where, path)
+        self.h = out[0]
+        self.fin = weakref.finalize(self, _close_handle, lib, self.h, ctx._pid, ctx)
+        cnt = ffi.new("size_t *")
+        self._check(lib.memtier_safetensors_count(self.h, cnt), where)
+        info = ffi.new("memtier_tensor_info_t *")
+        infos: List[TensorInfo] = []
+        for i in range(int(cnt[0])):
+            self._check(lib.memtier_safetensors_get(self.h, i, info), where)
+            name = ffi.unpack(info.name, info.name_len).decode("utf-8", "surrogateescape")
+            shape = tuple(ffi.unpack(info.shape, info.ndim)) if info.ndim else ()
+            infos.append(TensorInfo(name, ffi.string(info.dtype).decode("ascii"), shape,
+                                    int(info.offset), int(info.nbytes)))
+        self.infos = infos  # in data-offset order
+        self.by_name = {t.name: i for i, t in enumerate(infos)}
+        meta: Dict[str, str] = {}
+        k = ffi.new("const char **")
+        v = ffi.new("const char **")
+        i = 0
+        while True:
+            rc = lib.memtier_safetensors_metadata(self.h, i, k, v)
+            if rc == _errors.ERR_EOF:
+                break
+            self._check(rc, where)
+            meta[ffi.string(k[0]).decode("utf-8", "surrogateescape")] = \
+                ffi.string(v[0]).decode("utf-8", "surrogateescape")
+            i += 1
+        self.meta = meta
+        self._meta_present: Optional[bool] = True if meta else None
+
+    def _check(self, rc: int, where: str) -> None:
+        if rc:
+            self.ctx._fail(rc, where, self.path)
+
+    def live(self) -> Any:
+        h = self.h
+        if h is None:
+            raise as_reference(_errors.make_error(
+                _errors.ERR_CLOSED, "memtier.safetensors: File is closed",
+                strerror="the safetensors file was closed"))
+        self.ctx._handle()  # fork and closed-context checks
+        return h
+
+    def close(self) -> None:
+        with self.lock:
+            if self.h is None:
+                return
+            self.h = None
+            self.fin()
+
+    def index(self, name: str) -> int:
+        try:
+            return self.by_name[name]
+        except KeyError:
+            raise missing_tensor(f"memtier.safetensors: no tensor named {name!r} in {_fname(self.path)}; "
+                                 f"File does not contain tensor {name}") from None
+
+    def load_one(self, i: int, torch: Any, where: str, device: Optional[str] = None) -> Any:
+        info = self.infos[i]
+        refuse_subbyte(info, where)
+        t, addr = alloc(info, torch, device)
+        target = TARGET_CUDA if device else TARGET_CPU
+        if info.nbytes:
+            h = self.live()
+            ffi = self.ctx._ffi
+            if device:
+                _context._sync_torch_stream(t)
+            rc = self.ctx._lib.memtier_safetensors_load(h, i, ffi.cast("void *", addr), info.nbytes,
+                                                        target)
+            if rc:
+                self.ctx._fail(rc, f"{where}: tensor {info.name!r}", self.path, target)
+        return t
+
+    def load_all(self, torch: Any, where: str, device: Optional[str] = None) -> Dict[str, Any]:
+        """Every tensor, one memtier_safetensors_load_all call; dict in file order.
+        ``device``: a torch CUDA device string, or None for host memory."""
+        n = len(self.infos)
+        if n == 0:
+            self.live()
+            return {}
+        for info in self.infos:
+            refuse_subbyte(info, where)
+        if device:
+            pairs = alloc_all_device(self.infos, torch, device)
+            for t, addr in pairs:
+                if addr:
+                    _context._sync_torch_stream(t)
+                    break
+        else:
+            pairs = alloc_each(self.infos, torch)
+        self.read_all([addr for _, addr in pairs], TARGET_CUDA if device else TARGET_CPU, where)
+        return {info.name: t for info, (t, _) in zip(self.infos, pairs)}  # file (offset) order
+
+    def read_all(self, addrs: List[int], target: int, where: str) -> None:
+        """The read part of :meth:`load_all`: one memtier_safetensors_load_all
+        call, tensor ``i`` into address ``addrs[i]`` (0 = skip: zero-element
+        tensors), host memory or device memory (``target``). The caller owns
+        and keeps alive the memory; nothing here allocates a tensor."""
+        import numpy as np
+
+        h = self.live()
+        ffi, lib = self.ctx._ffi, self.ctx._lib
+        n = len(self.infos)
+        if n == 0:
+            return
+        dsts = ffi.new("void *[]", n)  # zero-filled: NULL = skip (zero-element tensors)
+        results = ffi.new("int64_t[]", n)
+        for i, addr in enumerate(addrs):
+            if addr:
+                dsts[i] = ffi.cast("void *", addr)
+        rc = lib.memtier_safetensors_load_all(h, dsts, results, target)
+        if rc:
+            detail = _ffi.error_texts(rc)[1]
+            res = np.frombuffer(ffi.buffer(results), dtype=np.int64)
+            bad = np.flatnonzero(res < 0)
+            if bad.size and not (target == TARGET_CUDA and rc == _errors.ERR_UNSUPPORTED):
+                k = int(bad[0])
+                st = int(res[k])
+                raise make_error(st, f"{where}: tensor {self.infos[k].name!r}", detail,
+                                 strerror=_ffi.strerror(st), filename=_fname(self.path), index=k)
+            self.ctx._fail(rc, where, self.path, target, detail)
+
+    def check_unchanged(self, where: str) -> None:
+        """Raise (like the library's "changed since open") if the file at the
+        path is no longer the one opened; used around slice reads, which go
+        through the path rather than the handle."""
+        try:
+            st = os.stat(_cpath(self.path))
+            now: Optional[Tuple[int, ...]] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            now = None
+        if now is None or now != self.ident:
+            raise make_error(_errors.ERR_IO, where,
+                             f"{_fname(self.path)}: the file changed since open (size, inode or "
+                             "modification time differ); open it again",
+                             strerror=_ffi.strerror(_errors.ERR_IO), filename=_fname(self.path))
+
+
+    def metadata(self, where: str) -> Optional[Dict[str, str]]:
+        """The ``__metadata__`` strings; None when the header has none (absent
+        or null), ``{}`` for an empty object, as the reference. The C API lists
+        both as no entries, so for an empty list the header's JSON is read once
+        through the library and looked at (file identity checked)."""
+        if self._meta_present is None:
+            self._meta_present = self._read_meta_presence(where)
+        return dict(self.meta) if self._meta_present else None
+
+    def _read_meta_presence(self, where: str) -> bool:
+        import struct
+
+        self.check_unchanged(where)
+        head = self.ctx.read(self.path, 0, 8)
+        n = struct.unpack("<Q", head)[0]
+        text = self.ctx.read(self.path, 8, n)
+        self.check_unchanged(where)
+        return bool(_header.metadata_present(text))
+
+
+def refuse_subbyte(info: TensorInfo, where: str) -> None:
+    """The reference parses F6 kinds but hands none out ("Dtype not understood")."""
+    if info.dtype in SUBBYTE and info.dtype != "F4":
+        raise as_reference(make_error(_errors.ERR_UNSUPPORTED, f"{where}: tensor {info.name!r}",
+                                      f"Dtype not understood: {info.dtype}",
+                                      strerror="unsupported dtype"))
+
+
+#: Phrases of the library's FORMAT refusals that safetensors 0.8 accepts;
+#: only these send a file to the Python parser (PyHandle).
+_FALLBACK_PHRASES = ("sub-byte dtype", "invalid header start")
+
+
+class PyHandle(Handle):
+    """A file the library's parser refuses but the reference reads (see the
+    module docstring): the header parsed in Python, payloads read by path
+    with ``memtier_load_chunks``. ``h`` is True while open."""
+
+    def __init__(self, ctx: Context, path: PathType, where: str, refusal: BaseException) -> None:
+        ctx._handle()
+        self.ctx = ctx
+        self.path = path
+        self.lock = threading.Lock()
+        p = _cpath(path)
+        st = os.stat(p)
+        self.ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        head = ctx.read(path, 0, min(8, st.st_size)) if st.st_size else b""
+        try:
+            n = _header.header_length(head, st.st_size, where)
+            parsed = _header.parse(ctx.read(path, 8, n), st.st_size, where)
+        except _errors.FormatError:
+            raise refusal from None  # the reference refuses it too: the library's message
+        self.check_unchanged(where)
+        base = parsed.data_start
+        self.infos = [TensorInfo(e.name, e.dtype, e.shape, base + e.begin, e.end - e.begin)
+                      for e in parsed.entries]
+        self.by_name = {t.name: i for i, t in enumerate(self.infos)}
+        self.meta = dict(parsed.metadata or {})
+        self._meta_present = parsed.metadata is not None
+        self.h = True
+        self.fin = weakref.finalize(self, lambda: None)
+
+    def load_one(self, i: int, torch: Any, where: str, device: Optional[str] = None) -> Any:
+        info = self.infos[i]
+        refuse_subbyte(info, where)
+        t, addr = alloc(info, torch, device)
+        if info.nbytes:
+            if device:
+                _context._sync_torch_stream(t)
+            self.read_all([addr if k == i else 0 for k in range(len(self.infos))],
+                          TARGET_CUDA if device else TARGET_CPU, where)
+        return t
+
+    def read_all(self, addrs: List[int], target: int, where: str) -> None:
+        import numpy as np
+
+        from .._chunks import _load_rows
+
+        self.live()
+        sel = [(info, a) for info, a in zip(self.infos, addrs) if a and info.nbytes]
+        if not sel:
+            return
+        offsets = np.array([i.offset for i, _ in sel], dtype=np.uint64)
+        sizes = np.array([i.nbytes for i, _ in sel], dtype=np.uint64)
+        dsts = np.array([a for _, a in sel], dtype=np.uint64)
+        self.check_unchanged(where)
+        _load_rows(self.ctx, self.path, offsets, sizes, dsts, where, target)
+        self.check_unchanged(where)
+
+
+def open_handle(ctx: Context, path: PathType, where: str) -> Handle:
+    """A :class:`Handle`, or a :class:`PyHandle` for the files the library
+    refuses with one of :data:`_FALLBACK_PHRASES` (errors bridged)."""
+    try:
+        return Handle(ctx, path, where)
+    except _errors.FormatError as e:
+        if not any(p in str(e) for p in _FALLBACK_PHRASES):
+            raise as_reference(e)
+        return PyHandle(ctx, path, where, as_reference(e))
+    except _errors.MemTierError as e:
+        raise as_reference(e)
+
+
+_BACKENDS = ("mmap", "pread")
+
+
+def check_backend(backend: Any, where: str) -> None:
+    """``backend=`` as the reference accepts it: "mmap" or "pread" (TypeError
+    for a non-str, SafetensorError otherwise). MemTier serves both the same
+    way (its own reads into owned memory); the value is only checked."""
+    if not isinstance(backend, str):
+        raise TypeError(f"{where}: argument 'backend': {backend!r} is not an instance of 'str'")
+    if backend not in _BACKENDS:
+        raise invalid(f'{where}: backend "{backend}" is invalid (expected one of: "mmap", "pread")')
