@@ -83,7 +83,15 @@ func (s *initState) run() {
 		return
 	}
 	if r := cuInit(); r != cudaSuccess {
-		s.fail(cudaError(KindUnavailable, "cuInit", r))
+		e := cudaError(KindUnavailable, "cuInit", r)
+		if r == cudaErrorNotInitialized {
+			// What a process forked after its parent initialised CUDA gets
+			// (e.g. DataLoader workers of a torch parent;
+			// https://github.com/triton-lang/triton/issues/10443).
+			e.Detail = "failed, probably because CUDA was initialised in a parent process " +
+				"before fork() (use spawn or forkserver worker processes)"
+		}
+		s.fail(e)
 		return
 	}
 	if v, r := cuDriverGetVersion(); r == cudaSuccess {
@@ -232,16 +240,27 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 	if ptr+uintptr(size) < ptr {
 		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf("range 0x%x + %d overflows", ptr, size)}
 	}
-	raw, r := pointerInfo(ptr)
-	if r == cudaErrorInvalidCtx {
-		// Some drivers want a current context for the query; any will do.
-		if ctx, err := primaryContext(0); err == nil {
-			_ = withContext(ctx, func() error { raw, r = pointerInfo(ptr); return nil })
+	var raw rawPointerInfo
+	span := spanOK
+	query := func() cuResult {
+		var r cuResult
+		if raw, r = pointerInfo(ptr); r != cudaSuccess || size == 0 ||
+			(raw.memType != memoryTypeDevice && raw.memType != memoryTypeUnified) {
+			return r
 		}
+		span, r = pointerSpan(ptr, ptr+uintptr(size)-1, raw.base)
+		return r
+	}
+	r := query()
+	if r == cudaErrorInvalidCtx {
+		r = queryInActiveContext(query)
 	}
 	if r != cudaSuccess {
 		e := cudaError(KindInvalidPointer, "cuPointerGetAttribute", r)
 		e.Detail = fmt.Sprintf("0x%x is not CUDA memory", ptr)
+		if r == cudaErrorInvalidCtx {
+			e.Detail += " (the driver answers only under a current context, and no CUDA context is active in this process)"
+		}
 		return PointerInfo{}, e
 	}
 	switch raw.memType {
@@ -256,6 +275,22 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
 			"range [0x%x, +%d) runs past its allocation [0x%x, +%d)", ptr, size, raw.base, raw.size)}
 	}
+	// For VMM memory (PyTorch expandable segments) and memory pools the range
+	// above is the reserved VA, so it bounds little; the last byte must be
+	// mapped device memory of the same range too (CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+	// https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html).
+	switch span {
+	case spanOutsideRange:
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+			"range [0x%x, +%d) runs past its allocation: its last byte is not in the allocation's range", ptr, size)}
+	case spanFirstUnmapped:
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+			"0x%x is reserved but not mapped device memory", ptr)}
+	case spanLastUnmapped:
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+			"range [0x%x, +%d) runs past the mapped memory of its allocation [0x%x, +%d reserved)",
+			ptr, size, raw.base, raw.size)}
+	}
 	if info.ctx == 0 {
 		c, err := primaryContext(info.Device)
 		if err != nil {
@@ -264,6 +299,57 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 		info.ctx = c
 	}
 	return info, nil
+}
+
+// queryInActiveContext reruns a pointer query that failed with
+// CUDA_ERROR_INVALID_CONTEXT under a context that already exists, never
+// creating one: retaining device 0's primary context here would put a
+// context (hundreds of MiB) on GPU 0 in every rank of a multi-GPU job, on an
+// error path. It tries the primary contexts this process holds, then those other
+// code (e.g. torch) made active, each retained only for the query. Returns
+// the query's last answer (201 when no context was active).
+func queryInActiveContext(query func() cuResult) cuResult {
+	r := cudaErrorInvalidCtx
+	cur, _ := cuCtxGetCurrent() // the query already ran under it
+	n := state.Load().devices
+	held := make([]ctxHandle, n)
+	primaryMu.Lock()
+	for d := range held {
+		held[d] = primaries[d]
+	}
+	primaryMu.Unlock()
+	for _, c := range held {
+		if c != 0 && c != cur {
+			_ = withContext(c, func() error { r = query(); return nil })
+			if r != cudaErrorInvalidCtx {
+				return r
+			}
+		}
+	}
+	for d := 0; d < n; d++ {
+		if held[d] != 0 {
+			continue
+		}
+		dev, rd := cuDeviceGet(d)
+		if rd != cudaSuccess {
+			continue
+		}
+		if active, rs := cuDevicePrimaryCtxGetState(dev); rs != cudaSuccess || !active {
+			continue
+		}
+		c, rr := cuDevicePrimaryCtxRetain(dev)
+		if rr != cudaSuccess {
+			continue
+		}
+		if c != cur {
+			_ = withContext(c, func() error { r = query(); return nil })
+		}
+		_ = cuDevicePrimaryCtxRelease(dev)
+		if r != cudaErrorInvalidCtx {
+			return r
+		}
+	}
+	return r
 }
 
 // PointerDevice returns the device ordinal of a CUDA device pointer, or a

@@ -48,6 +48,11 @@ struct mt_cuda {
 	mt_res (*cuEventSynchronize)(void *);
 	mt_res (*cuEventDestroy)(void *);
 	mt_res (*cuGetErrorName)(mt_res, const char **); // optional
+	// Optional too (every driver since CUDA 7 has them; InspectPointer does
+	// without them): the 201 retry and the DEVICE_ORDINAL fallback.
+	mt_res (*cuDevicePrimaryCtxGetState)(int, unsigned *, int *);
+	mt_res (*cuDevicePrimaryCtxRelease)(int);
+	mt_res (*cuCtxGetDevice)(int *);
 };
 
 static struct mt_cuda mt_cu;
@@ -90,6 +95,10 @@ static int mt_cuda_load(const char *path, char *err, size_t errlen) {
 	int rc = mt_dl_load(path, &t.lib, syms, sizeof syms / sizeof syms[0], " (driver too old?)", err, errlen);
 	if (rc != 0) return rc;
 	*(void **)&t.cuGetErrorName = dlsym(t.lib, "cuGetErrorName"); // optional
+	*(void **)&t.cuDevicePrimaryCtxGetState = dlsym(t.lib, "cuDevicePrimaryCtxGetState");
+	*(void **)&t.cuDevicePrimaryCtxRelease = dlsym(t.lib, "cuDevicePrimaryCtxRelease_v2");
+	if (!t.cuDevicePrimaryCtxRelease) *(void **)&t.cuDevicePrimaryCtxRelease = dlsym(t.lib, "cuDevicePrimaryCtxRelease");
+	*(void **)&t.cuCtxGetDevice = dlsym(t.lib, "cuCtxGetDevice");
 	mt_cu = t;
 	return 0;
 }
@@ -107,6 +116,17 @@ static mt_res mt_cuDevicePrimaryCtxRetain(uintptr_t *ctx, int dev) {
 	*ctx = (uintptr_t)c;
 	return r;
 }
+// -1: the driver lacks cuDevicePrimaryCtxGetState / _Release.
+static mt_res mt_cuDevicePrimaryCtxGetState(int dev, int *active) {
+	unsigned flags = 0;
+	*active = 0;
+	if (!mt_cu.cuDevicePrimaryCtxGetState) return -1;
+	return mt_cu.cuDevicePrimaryCtxGetState(dev, &flags, active);
+}
+static mt_res mt_cuDevicePrimaryCtxRelease(int dev) {
+	if (!mt_cu.cuDevicePrimaryCtxRelease) return -1;
+	return mt_cu.cuDevicePrimaryCtxRelease(dev);
+}
 static mt_res mt_cuCtxGetCurrent(uintptr_t *ctx) {
 	void *c = NULL;
 	mt_res r = mt_cu.cuCtxGetCurrent(&c);
@@ -115,10 +135,25 @@ static mt_res mt_cuCtxGetCurrent(uintptr_t *ctx) {
 }
 static mt_res mt_cuCtxSetCurrent(uintptr_t ctx) { return mt_cu.cuCtxSetCurrent((void *)ctx); }
 
+// The device of context c, asked with c current on this thread for the
+// duration of the call (the thread's context is restored).
+static mt_res mt_ctx_device(void *c, int *ordinal) {
+	void *prev = NULL;
+	if (!mt_cu.cuCtxGetDevice) return 1; // CUDA_ERROR_INVALID_VALUE: unknown
+	mt_res r = mt_cu.cuCtxGetCurrent(&prev);
+	if (r != 0) return r;
+	if (prev != c && (r = mt_cu.cuCtxSetCurrent(c)) != 0) return r;
+	r = mt_cu.cuCtxGetDevice(ordinal);
+	if (prev != c) mt_cu.cuCtxSetCurrent(prev);
+	return r;
+}
+
 // cuda.h: CU_POINTER_ATTRIBUTE_CONTEXT 1, _MEMORY_TYPE 2, _DEVICE_ORDINAL 9,
 // _RANGE_START_ADDR 11, _RANGE_SIZE 12; CU_MEMORYTYPE_DEVICE 2, _UNIFIED 4.
 // Fills *memtype; for device memory also the ordinal, the allocation's
-// context (0 when it has none) and its range (0, 0 when not reported).
+// context (0 when it has none) and its range (0, 0 when not reported). When
+// DEVICE_ORDINAL is not answered the ordinal is the device of the
+// allocation's context.
 static mt_res mt_pointer_info(mt_dptr p, unsigned *memtype, int *ordinal, uintptr_t *ctx,
                               mt_dptr *base, unsigned long long *size) {
 	*memtype = 0;
@@ -128,10 +163,13 @@ static mt_res mt_pointer_info(mt_dptr p, unsigned *memtype, int *ordinal, uintpt
 	*size = 0;
 	mt_res r = mt_cu.cuPointerGetAttribute(memtype, 2, p);
 	if (r != 0 || (*memtype != 2 && *memtype != 4)) return r;
-	r = mt_cu.cuPointerGetAttribute(ordinal, 9, p);
-	if (r != 0) return r;
 	void *c = NULL;
 	if (mt_cu.cuPointerGetAttribute(&c, 1, p) != 0) c = NULL;
+	r = mt_cu.cuPointerGetAttribute(ordinal, 9, p);
+	if (r == 201) return r;
+	if (r != 0) {
+		if (!c || mt_ctx_device(c, ordinal) != 0) return r;
+	}
 	*ctx = (uintptr_t)c;
 	mt_dptr b = 0;
 	size_t s = 0;
@@ -139,6 +177,39 @@ static mt_res mt_pointer_info(mt_dptr p, unsigned *memtype, int *ordinal, uintpt
 		*base = b;
 		*size = s;
 	}
+	return 0;
+}
+
+// cuda.h: CU_POINTER_ATTRIBUTE_MAPPED 13 (a boolean; read into a zeroed
+// int, so a one-byte or a four-byte answer reads the same). Checks what the
+// range attributes cannot for VMM reservations and memory pools, where
+// RANGE_START_ADDR/RANGE_SIZE describe the reserved VA, not the mapped
+// memory (CU_POINTER_ATTRIBUTE_RANGE_SIZE in
+// https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html): *state is 0 (nothing found wrong), 1 (last is not
+// device memory of the range that starts at base), 2 (first is not mapped)
+// or 3 (last is not mapped). A driver that does not answer MAPPED is not
+// second-guessed. Returns 201 when the driver wants a current context.
+static mt_res mt_pointer_span(mt_dptr first, mt_dptr last, mt_dptr base, int *state) {
+	*state = 0;
+	unsigned mt = 0;
+	mt_res r = mt_cu.cuPointerGetAttribute(&mt, 2, last);
+	if (r == 201) return r;
+	if (r != 0 || (mt != 2 && mt != 4)) {
+		*state = 1;
+		return 0;
+	}
+	mt_dptr b = 0;
+	if (base != 0 && mt_cu.cuPointerGetAttribute(&b, 11, last) == 0 && b != base) {
+		*state = 1;
+		return 0;
+	}
+	unsigned mapped = 0;
+	if (mt_cu.cuPointerGetAttribute(&mapped, 13, first) == 0 && !mapped) {
+		*state = 2;
+		return 0;
+	}
+	mapped = 0;
+	if (mt_cu.cuPointerGetAttribute(&mapped, 13, last) == 0 && !mapped) *state = 3;
 	return 0;
 }
 
@@ -191,12 +262,32 @@ static mt_res mt_stream_create(uintptr_t *s) {
 	*s = (uintptr_t)x;
 	return r;
 }
-static mt_res mt_stream_sync(uintptr_t s) { return mt_cu.cuStreamSynchronize((void *)s); }
+// CU_EVENT_BLOCKING_SYNC 1 | CU_EVENT_DISABLE_TIMING 2: an event for
+// ordering only whose cuEventSynchronize sleeps until the work is done.
+// Without BLOCKING_SYNC the context's scheduling flag decides, and under the
+// primary context's default (CU_CTX_SCHED_AUTO, fewer contexts than CPUs)
+// every wait spins a core. See CU_EVENT_BLOCKING_SYNC and CU_CTX_SCHED_AUTO in
+// https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html and
+// https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html. The
+// context's flags are not touched: the primary context is torch's too.
+#define MT_EVENT_FLAGS 3u
+// Waits for everything queued on s, sleeping rather than spinning: a
+// blocking-sync event recorded at the end of s and waited on (plain
+// cuStreamSynchronize spins like the events above). Falls back to
+// cuStreamSynchronize when no event can be made.
+static mt_res mt_stream_sync(uintptr_t s) {
+	void *e = NULL;
+	if (mt_cu.cuEventCreate(&e, MT_EVENT_FLAGS) != 0) return mt_cu.cuStreamSynchronize((void *)s);
+	mt_res r = mt_cu.cuEventRecord(e, (void *)s);
+	if (r == 0) r = mt_cu.cuEventSynchronize(e);
+	else r = mt_cu.cuStreamSynchronize((void *)s);
+	mt_cu.cuEventDestroy(e);
+	return r;
+}
 static mt_res mt_stream_destroy(uintptr_t s) { return mt_cu.cuStreamDestroy((void *)s); }
-// CU_EVENT_DISABLE_TIMING = 2: the cheapest event, for ordering only.
 static mt_res mt_event_create(uintptr_t *e) {
 	void *x = NULL;
-	mt_res r = mt_cu.cuEventCreate(&x, 2);
+	mt_res r = mt_cu.cuEventCreate(&x, MT_EVENT_FLAGS);
 	*e = (uintptr_t)x;
 	return r;
 }
@@ -237,12 +328,13 @@ type cuResult int
 
 // CUresult values this package looks at (cuda.h).
 const (
-	cudaSuccess          cuResult = 0
-	cudaErrorOutOfMemory cuResult = 2
-	cudaErrorInvalidCtx  cuResult = 201
-	memoryTypeHost                = 1
-	memoryTypeDevice              = 2
-	memoryTypeUnified             = 4
+	cudaSuccess             cuResult = 0
+	cudaErrorOutOfMemory    cuResult = 2
+	cudaErrorNotInitialized cuResult = 3
+	cudaErrorInvalidCtx     cuResult = 201
+	memoryTypeHost                   = 1
+	memoryTypeDevice                 = 2
+	memoryTypeUnified                = 4
 )
 
 // Opaque driver handles, as integers.
@@ -298,6 +390,20 @@ func cuCtxGetCurrent() (ctxHandle, cuResult) {
 
 func cuCtxSetCurrent(c ctxHandle) cuResult { return cuResult(C.mt_cuCtxSetCurrent(C.uintptr_t(c))) }
 
+// cuDevicePrimaryCtxGetState reports whether dev's primary context is active
+// (retained by someone). r is -1 when the driver lacks the call.
+func cuDevicePrimaryCtxGetState(dev int) (bool, cuResult) {
+	var active C.int
+	r := C.mt_cuDevicePrimaryCtxGetState(C.int(dev), &active)
+	return active != 0, cuResult(r)
+}
+
+// cuDevicePrimaryCtxRelease drops one reference to dev's primary context
+// (-1 when the driver lacks the call).
+func cuDevicePrimaryCtxRelease(dev int) cuResult {
+	return cuResult(C.mt_cuDevicePrimaryCtxRelease(C.int(dev)))
+}
+
 type rawPointerInfo struct {
 	memType uint
 	ordinal int
@@ -314,6 +420,24 @@ func pointerInfo(p uintptr) (rawPointerInfo, cuResult) {
 	var size C.ulonglong
 	r := C.mt_pointer_info(C.mt_dptr(p), &mt, &ord, &ctx, &base, &size)
 	return rawPointerInfo{uint(mt), int(ord), ctxHandle(ctx), uintptr(base), uint64(size)}, cuResult(r)
+}
+
+// spanState is mt_pointer_span's verdict on [first, last].
+type spanState int
+
+const (
+	spanOK            spanState = 0
+	spanOutsideRange  spanState = 1
+	spanFirstUnmapped spanState = 2
+	spanLastUnmapped  spanState = 3
+)
+
+// pointerSpan checks that last lies in the range that starts at base and
+// that first and last are mapped (see mt_pointer_span).
+func pointerSpan(first, last, base uintptr) (spanState, cuResult) {
+	var st C.int
+	r := C.mt_pointer_span(C.mt_dptr(first), C.mt_dptr(last), C.mt_dptr(base), &st)
+	return spanState(st), cuResult(r)
 }
 
 func cuMemAlloc(n uint64) (uintptr, cuResult) {
@@ -360,6 +484,8 @@ func streamCreate() (streamHandle, cuResult) {
 	return streamHandle(s), cuResult(r)
 }
 
+// streamSync waits for all work queued on s; the thread sleeps instead of
+// spinning (a blocking-sync event, see mt_stream_sync). s's context is current.
 func streamSync(s streamHandle) cuResult    { return cuResult(C.mt_stream_sync(C.uintptr_t(s))) }
 func streamDestroy(s streamHandle) cuResult { return cuResult(C.mt_stream_destroy(C.uintptr_t(s))) }
 

@@ -16,7 +16,7 @@ import weakref
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from . import _dtypes, _errors, _ffi
+from . import _cai_stream, _dtypes, _errors, _ffi
 from ._errors import _check, make_error
 
 __all__ = [
@@ -382,6 +382,7 @@ def _cuda_array_dest(ffi: Any, cai: Mapping[str, Any]) -> Tuple[Any, int, int]:
     ptr, readonly = cai["data"]
     if readonly:
         raise ValueError("device array is read-only")
+    stream = _cai_stream.cai_stream(cai)  # checked before any I/O (0 is refused)
     if cai.get("mask") is not None:
         raise ValueError("device array has a mask; pass an unmasked array")
     shape = tuple(cai["shape"])
@@ -400,6 +401,10 @@ def _cuda_array_dest(ffi: Any, cai: Mapping[str, Any]) -> Tuple[Any, int, int]:
     n = item
     for dim in shape:
         n *= dim
+    if stream is not None and n:
+        # The producer's pending work on its exported stream must finish before
+        # MemTier's own streams write the memory (CAI v3).
+        _cai_stream.sync_stream(stream, ptr)
     return ffi.cast("char *", ptr), n, TARGET_CUDA
 
 

@@ -42,7 +42,9 @@ def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0
         bytes. A CUDA tensor (or an object with ``__cuda_array_interface__``)
         is the GPU target (the current torch stream of the tensor's device is
         synchronised first; for a ``__cuda_array_interface__`` object the
-        caller must have finished the work that uses it). Other writable
+        stream it exports (v3 ``stream``: 1 legacy default, 2 per-thread
+        default, a handle; ``None`` means no sync, ``0`` is refused) is
+        synchronised first). Other writable
         C-contiguous buffers are accepted too.
     flags : int
         ``READ_*`` hints.

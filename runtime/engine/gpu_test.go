@@ -26,6 +26,7 @@ import (
 var (
 	gpuDoubleDir = os.Getenv("MEMTIER_GPU_DOUBLE_DIR")
 	gpuReal      = os.Getenv("MEMTIER_GPU_TEST_REAL") == "1"
+	gpuRequired  = os.Getenv("MEMTIER_REQUIRE_GPU") == "1"
 )
 
 func TestMain(m *testing.M) {
@@ -41,14 +42,19 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// needGPU skips unless a CUDA backend is configured and usable.
+// needGPU skips unless a CUDA backend is configured and usable. With
+// MEMTIER_REQUIRE_GPU=1 (scripts/gpu_check.sh run on a GPU machine) it fails
+// instead of skipping, so a device check cannot pass on tests that never ran.
 func needGPU(t *testing.T) {
 	t.Helper()
 	if gpuDoubleDir == "" && !gpuReal {
+		if gpuRequired {
+			t.Fatal("MEMTIER_REQUIRE_GPU=1 but neither MEMTIER_GPU_TEST_REAL=1 nor MEMTIER_GPU_DOUBLE_DIR is set")
+		}
 		t.Skip("needs MEMTIER_GPU_DOUBLE_DIR (the GPU test double; ctest gpu_double_go) or MEMTIER_GPU_TEST_REAL=1")
 	}
 	if !gpu.Available() {
-		if gpuReal || strings.Contains(gpu.Reason(), "no CUDA backend") || strings.Contains(gpu.Reason(), "without cgo") {
+		if !gpuRequired && (gpuReal || strings.Contains(gpu.Reason(), "no CUDA backend") || strings.Contains(gpu.Reason(), "without cgo")) {
 			t.Skip(gpu.Reason())
 		}
 		t.Fatal(gpu.Reason())

@@ -50,6 +50,7 @@ struct op {
 struct fake_stream {
   unsigned magic;
   CUcontext ctx;
+  int nonblocking; /* CU_STREAM_NON_BLOCKING: no implicit sync with the legacy default stream */
   struct op *head, *tail;
 };
 
@@ -68,6 +69,7 @@ struct region {
   int kind;
   int device;
   CUcontext ctx;
+  size_t reserve; /* device memory: the VA range the driver reports (>= size; VMM) */
 };
 
 /* ------------------------------------------------------------- counters */
@@ -75,6 +77,9 @@ struct region {
 #define STATS(X)                                                              \
   X(calls_cuInit) X(calls_cuDriverGetVersion) X(calls_cuDeviceGetCount)       \
   X(calls_cuDeviceGet) X(calls_cuDevicePrimaryCtxRetain)                      \
+  X(calls_cuDevicePrimaryCtxRelease) X(calls_cuDevicePrimaryCtxGetState)      \
+  X(primary_ctx_created) X(events_blocking_sync) X(events_timing)             \
+  X(pointer_no_context) X(legacy_stream_syncs) X(per_thread_stream_syncs)    \
   X(calls_cuCtxGetCurrent) X(calls_cuCtxSetCurrent) X(calls_cuCtxGetDevice)   \
   X(calls_cuPointerGetAttribute) X(calls_cuMemAlloc) X(calls_cuMemFree)       \
   X(calls_cuMemHostRegister) X(calls_cuMemHostUnregister)                     \
@@ -102,6 +107,10 @@ static unsigned long long next_seq = 1;
 static int initialized;
 static int ndevices;
 static struct fake_ctx primary[MAX_DEVICES];
+/* References to each primary context (cuDevicePrimaryCtxRetain/Release); a
+ * context at 0 references is "inactive". The double only counts: a released
+ * context stays usable, where the driver would destroy it. Not reset. */
+static long long primary_refs[MAX_DEVICES];
 static __thread CUcontext current;
 
 static struct region *regions;
@@ -133,6 +142,17 @@ static struct region *find(const void *p, size_t n) {
     struct region *r = &regions[i];
     if (c >= r->base && c < r->base + r->size && n <= (size_t)(r->base + r->size - c)) return r;
     if (n == 0 && c == r->base) return r;
+  }
+  return NULL;
+}
+/* The region whose reported range (reserve, for VMM-style device memory)
+ * contains p: what cuPointerGetAttribute answers for. */
+static struct region *find_reported(const void *p) {
+  const char *c = p;
+  for (size_t i = 0; i < nregions; i++) {
+    struct region *r = &regions[i];
+    size_t ext = r->reserve > r->size ? r->reserve : r->size;
+    if (c >= r->base && c < r->base + ext) return r;
   }
   return NULL;
 }
@@ -246,6 +266,15 @@ EXPORT int fake_cuda_device_range_ok(CUdeviceptr p, size_t n) {
 EXPORT CUcontext fake_cuda_current_context(void) { return current; }
 
 EXPORT long long fake_cuda_stat(const char *name) {
+  /* primary_refs_<d>: device d's primary context references (a gauge). */
+  if (name && strncmp(name, "primary_refs_", 13) == 0) {
+    long d = strtol(name + 13, NULL, 10);
+    if (d < 0 || d >= MAX_DEVICES) return -1;
+    pthread_mutex_lock(&mu);
+    long long v = primary_refs[d];
+    pthread_mutex_unlock(&mu);
+    return v;
+  }
   return stat_lookup(&mu, stats, stat_names, S_COUNT, name);
 }
 
@@ -303,6 +332,8 @@ EXPORT CUresult cuInit(unsigned flags) {
     r = CUDA_ERROR_INVALID_VALUE;
   } else if (env_long("FAKE_CUDA_NO_DEVICE", 0)) {
     r = CUDA_ERROR_NO_DEVICE;
+  } else if (env_long("FAKE_CUDA_INIT_FAIL", 0) > 0) {
+    r = (CUresult)env_long("FAKE_CUDA_INIT_FAIL", 0); /* e.g. 3: a child forked after the parent's cuInit */
   } else {
     long n = env_long("FAKE_CUDA_DEVICES", 1);
     if (n < 1) n = 1;
@@ -348,7 +379,34 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   pthread_mutex_lock(&mu);
   bump(S_calls_cuDevicePrimaryCtxRetain, 1);
   CUresult r = need_device(c, d);
-  if (r == CUDA_SUCCESS) *c = &primary[d];
+  if (r == CUDA_SUCCESS) {
+    *c = &primary[d];
+    if (primary_refs[d]++ == 0) bump(S_primary_ctx_created, 1);
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+  pthread_mutex_lock(&mu);
+  bump(S_calls_cuDevicePrimaryCtxRelease, 1);
+  CUresult r = !initialized ? CUDA_ERROR_NOT_INITIALIZED : (d < 0 || d >= ndevices) ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS && primary_refs[d] == 0) r = CUDA_ERROR_INVALID_CONTEXT; /* nothing to release */
+  if (r == CUDA_SUCCESS) primary_refs[d]--;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+/* flags: the context's flags (0 here); active: 1 while it has references. */
+EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active) {
+  pthread_mutex_lock(&mu);
+  bump(S_calls_cuDevicePrimaryCtxGetState, 1);
+  CUresult r = need_device(flags, d);
+  if (r == CUDA_SUCCESS && !active) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) {
+    *flags = 0;
+    *active = primary_refs[d] > 0;
+  }
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -388,6 +446,7 @@ enum {
   ATTR_DEVICE_ORDINAL = 9,
   ATTR_RANGE_START_ADDR = 11,
   ATTR_RANGE_SIZE = 12,
+  ATTR_MAPPED = 13,
   MEMORYTYPE_HOST = 1,
   MEMORYTYPE_DEVICE = 2
 };
@@ -401,10 +460,19 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
     r = CUDA_ERROR_NOT_INITIALIZED;
   } else if (!data) {
     r = CUDA_ERROR_INVALID_VALUE;
-  } else if (!(g = find((void *)(uintptr_t)ptr, 1))) {
+  } else if (env_long("FAKE_CUDA_POINTER_NEEDS_CONTEXT", 0) && !ctx_ok(current)) {
+    /* Some drivers answer queries only under a current context (an
+     * expected answer, so not counted in no_context_errors). */
+    bump(S_pointer_no_context, 1);
+    r = CUDA_ERROR_INVALID_CONTEXT;
+  } else if (!(g = find_reported((void *)(uintptr_t)ptr))) {
     bump(S_bad_pointer_errors, 1);
     r = CUDA_ERROR_INVALID_VALUE;
+  } else if (attribute == ATTR_DEVICE_ORDINAL && g->kind == KIND_DEVICE &&
+             env_long("FAKE_CUDA_NO_ORDINAL_ATTR", 0)) {
+    r = CUDA_ERROR_INVALID_VALUE; /* an attribute this "driver" does not answer */
   } else {
+    char *c = (char *)(uintptr_t)ptr;
     switch (attribute) {
     case ATTR_CONTEXT:
       *(CUcontext *)data = g->kind == KIND_DEVICE ? g->ctx : NULL;
@@ -419,7 +487,10 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
       *(CUdeviceptr *)data = (CUdeviceptr)(uintptr_t)g->base;
       break;
     case ATTR_RANGE_SIZE:
-      *(size_t *)data = g->size;
+      *(size_t *)data = g->reserve > g->size ? g->reserve : g->size;
+      break;
+    case ATTR_MAPPED: /* a boolean; written as one byte */
+      *(unsigned char *)data = c < g->base + g->size;
       break;
     default:
       r = CUDA_ERROR_INVALID_VALUE;
@@ -443,12 +514,17 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
     }
   }
   if (r == CUDA_SUCCESS) {
-    char *b = malloc(n);
+    /* FAKE_CUDA_VMM_RESERVE_BYTES: extra unmapped VA after the allocation,
+     * reported in its range (allocated here too, so no other region can lie
+     * in it, but never a valid copy target). */
+    long extra = env_long("FAKE_CUDA_VMM_RESERVE_BYTES", 0);
+    if (extra < 0) extra = 0;
+    char *b = malloc(n + (size_t)extra);
     if (!b) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
       memset(b, 0xA5, n); /* uninitialised device memory is not zero */
-      if (!add_region((struct region){b, n, KIND_DEVICE, current->device, current})) {
+      if (!add_region((struct region){b, n, KIND_DEVICE, current->device, current, n + (size_t)extra})) {
         free(b);
         r = CUDA_ERROR_OUT_OF_MEMORY;
       } else {
@@ -494,7 +570,7 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
     bump(S_failed_host_registers, 1);
     r = CUDA_ERROR_OUT_OF_MEMORY;
   }
-  if (r == CUDA_SUCCESS && !add_region((struct region){p, n, KIND_HOST, current->device, current}))
+  if (r == CUDA_SUCCESS && !add_region((struct region){p, n, KIND_HOST, current->device, current, n}))
     r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) {
     bump(S_host_registered_live, 1);
@@ -618,7 +694,6 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 }
 
 EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
-  (void)flags;
   pthread_mutex_lock(&mu);
   bump(S_calls_cuStreamCreate, 1);
   CUresult r = need_context();
@@ -640,6 +715,7 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
     } else {
       s->magic = STREAM_MAGIC;
       s->ctx = current;
+      s->nonblocking = (flags & 1) != 0;
       streams[nstreams++] = s;
       *ps = s;
       bump(S_streams_live, 1);
@@ -657,9 +733,28 @@ static CUresult sync_fault(void) {
   return CUDA_SUCCESS;
 }
 
+/* cuda.h's CU_STREAM_LEGACY ((CUstream)0x1) and CU_STREAM_PER_THREAD
+ * ((CUstream)0x2): the current context's default streams. Nothing is queued
+ * on them here; a sync of the legacy one waits for every blocking stream of
+ * the context, as the legacy default stream's implicit synchronisation does. */
+#define FAKE_STREAM_LEGACY ((CUstream)(uintptr_t)1)
+#define FAKE_STREAM_PER_THREAD ((CUstream)(uintptr_t)2)
+
 EXPORT CUresult cuStreamSynchronize(CUstream s) {
   pthread_mutex_lock(&mu);
   bump(S_calls_cuStreamSynchronize, 1);
+  if (s == FAKE_STREAM_LEGACY || s == FAKE_STREAM_PER_THREAD) {
+    CUresult r = need_context();
+    if (r == CUDA_SUCCESS) {
+      bump(s == FAKE_STREAM_LEGACY ? S_legacy_stream_syncs : S_per_thread_stream_syncs, 1);
+      if (s == FAKE_STREAM_LEGACY)
+        for (size_t i = 0; i < nstreams; i++)
+          if (streams[i]->ctx == current && !streams[i]->nonblocking) drain(streams[i], ~0ULL);
+      r = sync_fault();
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+  }
   CUresult r = check_stream(s);
   if (r == CUDA_SUCCESS) {
     drain(s, ~0ULL); /* the work completes even when the sync reports an error */
@@ -688,13 +783,17 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   return r;
 }
 
+/* cuda.h: CU_EVENT_BLOCKING_SYNC 1, CU_EVENT_DISABLE_TIMING 2 (recorded in
+ * events_blocking_sync / events_timing: the double never spins). */
 EXPORT CUresult cuEventCreate(CUevent *pe, unsigned flags) {
-  (void)flags;
   pthread_mutex_lock(&mu);
   bump(S_calls_cuEventCreate, 1);
   CUresult r = need_context();
   if (r == CUDA_SUCCESS && !pe) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && (flags & ~7u)) r = CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS) {
+    if (flags & 1) bump(S_events_blocking_sync, 1);
+    if (!(flags & 2)) bump(S_events_timing, 1);
     struct fake_event *e = calloc(1, sizeof *e);
     if (!e) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
