@@ -18,9 +18,10 @@
 // given):
 //
 //	MEMTIER_CUDA_LIBRARY    the CUDA driver library (default libcuda.so.1)
-//	MEMTIER_CUFILE_LIBRARY  the cuFile library (default libcufile.so.0; the pip
-//	                        package nvidia-cufile ships one under
-//	                        site-packages/nvidia/cufile/lib/libcufile.so.0)
+//	MEMTIER_CUFILE_LIBRARY  the cuFile library (default libcufile.so.0; pip's
+//	                        CUDA 13 wheels ship it under
+//	                        site-packages/nvidia/cu13/lib/libcufile.so.0, the
+//	                        CUDA 12 nvidia-cufile wheel under nvidia/cufile/lib)
 //
 // They are read with the C library's getenv when the library is first
 // loaded, so a value set after process start (Python's os.environ, which
