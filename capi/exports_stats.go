@@ -50,6 +50,9 @@ func mtgo_stats(id C.uint64_t, st *C.memtier_stats_t) (rc C.int) {
 		gds_fallbacks: C.uint64_t(s.GDSFallbacks), h2d_bytes: C.uint64_t(s.H2DBytes),
 		h2d_ns: C.uint64_t(s.H2DNanos), staged_read_ns: C.uint64_t(s.StagedReadNanos),
 		revalidations: C.uint64_t(s.Revalidations), readv_inline_hits: C.uint64_t(s.ReadvInlineHits),
+		readv_uring_batches: C.uint64_t(s.ReadvUringBatches), readv_uring_reads: C.uint64_t(s.ReadvUringReads),
+		readv_uring_fallback_off:         C.uint64_t(s.ReadvUringFallbackOff),
+		readv_uring_fallback_unavailable: C.uint64_t(s.ReadvUringFallbackUnavailable),
 	}
 	return 0
 }

@@ -726,6 +726,18 @@ typedef struct memtier_stats {
                                     /* (fstat or path stat; see FRESHNESS_*)       */
     uint64_t readv_inline_hits;     /* readv elements copied from the DRAM cache  */
                                     /* on the caller's thread (no worker hand-off)*/
+    /* Added after 0.3 (memtier_stats_sized with this header's size): readv's
+     * io_uring batches. A readv reads the elements that come straight from
+     * the file on the buffered path (not held by the DRAM cache, not
+     * admitted to it) with one io_uring_enter per 256 of them. */
+    uint64_t readv_uring_batches;   /* io_uring submissions of readv elements     */
+    uint64_t readv_uring_reads;     /* coalesced readv ranges read through them   */
+    uint64_t readv_uring_fallback_off;         /* readv calls that read such  */
+                                    /* elements one preadv2 each because      */
+                                    /* MEMTIER_IO_URING=0                     */
+    uint64_t readv_uring_fallback_unavailable; /* ... because the kernel      */
+                                    /* refused io_uring (not built in,        */
+                                    /* kernel.io_uring_disabled, seccomp)     */
 } memtier_stats_t;
 
 /* memtier_stats: fills the whole of *st (the layout above, never reading it

@@ -1083,7 +1083,9 @@ void mt_print_banner(const char* prog) {
     C(short_read_retries) C(async_requests) C(errors) C(files_opened) C(files_evicted)     \
     C(stale_invalidations) C(hbm_hit_requests) C(hbm_hit_bytes) C(hbm_inserted_bytes)      \
     C(hbm_evictions) S(hbm_resident_bytes) S(hbm_budget_bytes) C(gds_fallbacks)            \
-    C(h2d_bytes) C(h2d_ns) C(staged_read_ns) C(revalidations) C(readv_inline_hits)
+    C(h2d_bytes) C(h2d_ns) C(staged_read_ns) C(revalidations) C(readv_inline_hits)         \
+    C(readv_uring_batches) C(readv_uring_reads) C(readv_uring_fallback_off)                \
+    C(readv_uring_fallback_unavailable)
 
 void mt_stats_print(FILE* f, const char* indent, const memtier_stats_t* st) {
     int col = 0;

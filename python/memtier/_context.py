@@ -528,7 +528,10 @@ class Stats:
     counts freshness checks of files already open (one per read call and
     file under ``freshness="strict"``, none under ``"open"`` or with
     ``immutable=True``); ``readv_inline_hits`` counts readv elements copied
-    from the DRAM cache on the calling thread. A read larger than :data:`CHUNK_BYTES` counts as
+    from the DRAM cache on the calling thread; ``readv_uring_*`` count
+    readv's io_uring batches and the readv calls that read one ``preadv2``
+    per element instead, by reason (``MEMTIER_IO_URING=0``, or the kernel
+    refused io_uring). A read larger than :data:`CHUNK_BYTES` counts as
     one request per piece.
     """
 
@@ -576,6 +579,10 @@ class Stats:
     staged_read_ns: int
     revalidations: int
     readv_inline_hits: int
+    readv_uring_batches: int
+    readv_uring_reads: int
+    readv_uring_fallback_off: int
+    readv_uring_fallback_unavailable: int
 
     def as_dict(self) -> Dict[str, int]:
         """The counters as a plain dict."""

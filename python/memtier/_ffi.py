@@ -288,6 +288,10 @@ typedef struct memtier_stats {
     uint64_t staged_read_ns;
     uint64_t revalidations;
     uint64_t readv_inline_hits;
+    uint64_t readv_uring_batches;
+    uint64_t readv_uring_reads;
+    uint64_t readv_uring_fallback_off;
+    uint64_t readv_uring_fallback_unavailable;
 } memtier_stats_t;
 
 int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st);

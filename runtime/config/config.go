@@ -65,6 +65,9 @@ type Options struct {
 	GDSThreshold       uint64 // GPU builds: minimum size for GDS; default 1 MiB
 	MaxInflightMiB     int    // cap on bounce/task buffer memory in MiB; default 64
 	SmallIODepth       int    // readv: small reads in flight at once; default 32
+	// NoIOUring makes readv read its uncached elements one preadv2 each
+	// instead of in io_uring batches (MEMTIER_IO_URING=0); default false.
+	NoIOUring bool
 	// PathRecheckMs: how long a resolved path is trusted while only the open
 	// descriptor is re-checked (fstat) per call; default 1000; -1 = stat the
 	// path on every call.
@@ -245,6 +248,13 @@ var Vars = []Var{
 		n, err := parseInt(v, 1, 256)
 		if err == nil {
 			o.SmallIODepth = n
+		}
+		return err
+	}},
+	{"MEMTIER_IO_URING", "1/0: readv reads uncached elements in io_uring batches (default 1) or one preadv2 each", func(o *Options, v string) error {
+		b, err := parseBool(v)
+		if err == nil {
+			o.NoIOUring = !b
 		}
 		return err
 	}},

@@ -33,6 +33,11 @@ type Counters struct {
 	// Added in 0.3.
 	Revalidations   atomic.Uint64 // freshness checks of files already open
 	ReadvInlineHits atomic.Uint64 // readv elements copied from the DRAM cache inline
+	// readv's io_uring batches: submissions, ranges read through them, and
+	// readv calls that read one preadv2 per range instead, by reason
+	// (MEMTIER_IO_URING=0; the kernel refused io_uring).
+	ReadvUringBatches, ReadvUringReads                   atomic.Uint64
+	ReadvUringFallbackOff, ReadvUringFallbackUnavailable atomic.Uint64
 }
 
 // Snapshot is a copy of the counters plus two state gauges (resident and budget
@@ -68,6 +73,9 @@ type Snapshot struct {
 	StagedReadNanos                  uint64
 	// Added in 0.3.
 	Revalidations, ReadvInlineHits uint64
+	// Added after 0.3: readv's io_uring batches.
+	ReadvUringBatches, ReadvUringReads                   uint64
+	ReadvUringFallbackOff, ReadvUringFallbackUnavailable uint64
 }
 
 func (c *Counters) all() []*atomic.Uint64 {
@@ -82,6 +90,7 @@ func (c *Counters) all() []*atomic.Uint64 {
 		&c.FilesEvicted, &c.StaleInvalidations,
 		&c.HBMHitRequests, &c.HBMHitBytes, &c.GDSFallbacks, &c.H2DBytes, &c.H2DNanos,
 		&c.StagedReadNanos, &c.Revalidations, &c.ReadvInlineHits,
+		&c.ReadvUringBatches, &c.ReadvUringReads, &c.ReadvUringFallbackOff, &c.ReadvUringFallbackUnavailable,
 	}
 }
 
@@ -108,6 +117,9 @@ func (c *Counters) Snapshot() Snapshot {
 		GDSFallbacks: c.GDSFallbacks.Load(), H2DBytes: c.H2DBytes.Load(), H2DNanos: c.H2DNanos.Load(),
 		StagedReadNanos: c.StagedReadNanos.Load(),
 		Revalidations:   c.Revalidations.Load(), ReadvInlineHits: c.ReadvInlineHits.Load(),
+		ReadvUringBatches: c.ReadvUringBatches.Load(), ReadvUringReads: c.ReadvUringReads.Load(),
+		ReadvUringFallbackOff:         c.ReadvUringFallbackOff.Load(),
+		ReadvUringFallbackUnavailable: c.ReadvUringFallbackUnavailable.Load(),
 	}
 }
 

@@ -93,7 +93,12 @@ ABI_CHECK(st_hbm_resident, offsetof(memtier_stats_t, hbm_resident_bytes) == 36 *
 ABI_CHECK(st_gds_fallbacks, offsetof(memtier_stats_t, gds_fallbacks) == 38 * 8);
 ABI_CHECK(st_h2d_bytes, offsetof(memtier_stats_t, h2d_bytes) == 39 * 8);
 ABI_CHECK(st_staged_read_ns, offsetof(memtier_stats_t, staged_read_ns) == 41 * 8);
-ABI_CHECK(st_size, sizeof(memtier_stats_t) >= 42 * 8);
+ABI_CHECK(st_revalidations, offsetof(memtier_stats_t, revalidations) == 42 * 8); /* added in 0.3 */
+ABI_CHECK(st_readv_inline_hits, offsetof(memtier_stats_t, readv_inline_hits) == 43 * 8);
+ABI_CHECK(st_readv_uring_batches, offsetof(memtier_stats_t, readv_uring_batches) == 44 * 8); /* after 0.3 */
+ABI_CHECK(st_readv_uring_fallback_unavailable,
+          offsetof(memtier_stats_t, readv_uring_fallback_unavailable) == 47 * 8);
+ABI_CHECK(st_size, sizeof(memtier_stats_t) == 48 * 8);
 
 int main(void) {
     const char* v = memtier_version();
