@@ -130,6 +130,7 @@ func mtgo_config_default(cfg *C.memtier_config_t) (rc C.int) {
 //export mtgo_init
 func mtgo_init(cfg *C.memtier_config_t, idOut *C.uint64_t) (rc C.int) {
 	defer catch(&rc, nil)
+	warnUnknownEnv()
 	o, err := envOptions()
 	if err != nil {
 		return finish(nil, err)

@@ -515,6 +515,18 @@ def _check_off(offset: Any, what: str = "offset", bits: int = 64) -> int:
     return off
 
 
+def _check_bool(value: Any, keyword: str, api: str) -> bool:
+    """``value`` as a bool, for a bool keyword of ``api``: True, False or a
+    numpy bool. Anything else (``"yes"``, ``1``, ``None``) is a TypeError
+    naming the keyword: a truthy string would silently mean True."""
+    if value is True or value is False:
+        return value
+    t = type(value)
+    if t.__name__ in ("bool_", "bool") and t.__module__ == "numpy":
+        return bool(value)
+    raise TypeError(f"{api}: {keyword} must be a bool (True or False), got {t.__name__} {value!r}")
+
+
 # ---------------------------------------------------------------------------
 # result types
 
@@ -982,7 +994,12 @@ class Context:
             last = ((n - 1) // CHUNK_BYTES) * CHUNK_BYTES
             rc = lib.memtier_read_ex(h, p, offset + last, n - last, ptr + last, target, flags)
             if rc:
-                self._fail(rc, prefix, path, target)
+                detail = _ffi.error_texts(rc)[1]
+                if rc == _errors.ERR_EOF:
+                    # The library named the piece; the caller asked for
+                    # [offset, offset + n): report that range.
+                    self._precheck(h, p, offset, n, flags, path, prefix)
+                self._fail(rc, prefix, path, target, detail)
             pos = 0
             while pos < last:
                 rc = lib.memtier_read_ex(h, p, offset + pos, CHUNK_BYTES, ptr + pos, target, flags)
@@ -993,6 +1010,23 @@ class Context:
             _check_off(offset)
             _check_off(flags, "flags", 32)
             raise
+
+    def _precheck(self, h: Any, p: bytes, offset: int, n: int, flags: int, path: Any,
+                  prefix: str) -> None:
+        """Raise the error a read of ``[offset, offset + n)`` would fail with
+        before any I/O (end of file, with the file's size; a missing file),
+        asked of ``memtier_explain`` (no I/O, no stats): its text names the
+        caller's whole range. Returns when the range looks readable."""
+        out = self._ffi.new("memtier_decision_t *")
+        try:
+            rc = self._lib.memtier_explain(h, p, offset, n, self._ffi.NULL, TARGET_CPU,
+                                           flags, out)
+        except OverflowError:
+            _check_off(offset)
+            _check_off(flags, "flags", 32)
+            raise
+        if rc:
+            self._fail(rc, prefix, path)
 
     def _fail(self, rc: int, prefix: str, path: Any, target: int = TARGET_CPU,
               detail: Optional[str] = None) -> None:
@@ -1059,12 +1093,14 @@ class Context:
         Raises
         ------
         TypeError
-            ``buffer`` is read-only (e.g. ``bytes``) or not a buffer; before any I/O.
+            ``buffer`` is read-only (e.g. ``bytes``) or not a buffer, or
+            ``immutable`` is not a bool; before any I/O.
         ValueError
             ``buffer`` is not C-contiguous, or a torch tensor requires grad;
             before any I/O. Negative offset.
         EndOfFileError
-            ``offset + nbytes`` is past the end of the file. Nothing is
+            ``offset + nbytes`` is past the end of the file; the message
+            names the whole requested range and the file's size. Nothing is
             written beyond the file's bytes; in practice the buffer is left as it was.
         NotFoundError, PermissionDeniedError, IsDirectoryError, MemTierError
             Other failures (see :mod:`memtier` for the table).
@@ -1115,7 +1151,7 @@ class Context:
             target = 0
         else:
             cd, n, target = _dest(self._ffi, buffer)
-        if immutable:
+        if immutable is not False and _check_bool(immutable, "immutable", "memtier.read_into"):
             flags |= 16  # READ_IMMUTABLE
         if n <= CHUNK_BYTES:
             try:
@@ -1153,7 +1189,13 @@ class Context:
         Raises
         ------
         EndOfFileError
-            The range runs past the end of the file.
+            The range runs past the end of the file; the message names the
+            requested range and the file's size. A request larger than
+            :data:`CHUNK_BYTES` is checked before its result is allocated.
+        MemoryError
+            The result cannot be allocated (the message names the size).
+        TypeError
+            ``immutable`` is not a bool.
         ValueError
             Negative offset or size.
         NotFoundError, PermissionDeniedError, IsDirectoryError, MemTierError
@@ -1161,7 +1203,9 @@ class Context:
         Notes
         -----
         Allocates and copies once more than :meth:`read_into`; prefer that
-        for large or repeated reads.
+        for large or repeated reads. Above :data:`CHUNK_BYTES` one
+        ``memtier_explain`` call checks the range first (one more
+        ``revalidations`` in the stats).
         """
         h = self._h
         if h is None or self._pid != _pid_now:
@@ -1171,10 +1215,21 @@ class Context:
             p = _PATH_CACHE[path]
         except (KeyError, TypeError):
             p = _cpath(path)
-        buf = bytearray(size)
-        cd = self._fb(_CHAR_ARRAY, buf, True)
-        if immutable:
+        if immutable is not False and _check_bool(immutable, "immutable", "memtier.read"):
             flags |= READ_IMMUTABLE
+        if size > CHUNK_BYTES:
+            # Ask the library first whether the range can be read (end of
+            # file, missing file): allocating gigabytes for a request that
+            # then fails costs seconds, or a bare MemoryError.
+            self._precheck(h, p, offset, size, flags, path, "memtier.read")
+        try:
+            buf = bytearray(size)
+        except MemoryError:
+            raise MemoryError(
+                f"memtier.read: {_fname(path)}: no memory for a {size}-byte result "
+                f"(range [{offset}, {offset + size})); read smaller ranges, or read_into "
+                "a buffer you own") from None
+        cd = self._fb(_CHAR_ARRAY, buf, True)
         self._read(h, p, offset, cd, size, flags, TARGET_CPU, path, "memtier.read")
         del cd
         return bytes(buf)
@@ -1239,7 +1294,7 @@ class Context:
             p = _PATH_CACHE[path]
         except (KeyError, TypeError):
             p = _cpath(path)
-        if immutable:
+        if immutable is not False and _check_bool(immutable, "immutable", "memtier.readv"):
             flags |= READ_IMMUTABLE
         if flags:
             flags = _check_off(flags, "flags", 32)
@@ -1468,6 +1523,8 @@ class Context:
         p = _cpath(path)
         off = _check_off(offset)
         size = _check_off(size, "size")
+        wait = _check_bool(wait, "wait", "memtier.prefetch")
+        to_hbm = _check_bool(to_hbm, "to_hbm", "memtier.prefetch")
         opts = ffi.new("memtier_prefetch_opts_t *")
         opts.struct_size = ffi.sizeof("memtier_prefetch_opts_t")
         opts.flags = 1 if to_hbm else 0  # MEMTIER_PREFETCH_TO_HBM

@@ -13,6 +13,11 @@
 // Descriptors are reference counted. A File is closed only after the last
 // Release, so a reader never preads a descriptor number that was closed (and
 // perhaps reused for another file) under it.
+//
+// All Tables of a process share one descriptor budget, a share of the soft
+// RLIMIT_NOFILE read at every open (budget.go): idle Files of any Table are
+// closed, least recently used first, to stay within it, and an open that fails
+// with EMFILE or ENFILE gives idle descriptors back and retries.
 package files
 
 import (
@@ -102,7 +107,7 @@ type File struct {
 
 	t        *Table
 	refs     atomic.Int64  // holders; the table's own link is not counted
-	lastUse  atomic.Uint64 // Table.tick at the latest Acquire, for LRU
+	lastUse  atomic.Uint64 // lruTick at the latest Acquire, for LRU
 	detached atomic.Bool   // no longer in the table: the last Release closes it
 	closed   atomic.Bool   // descriptors closed; guards against closing twice
 	resolved atomic.Int64  // monotonic ns of the last stat of Path that matched this File
@@ -144,7 +149,7 @@ func (f *File) Direct() (fd int, memAlign, offAlign int, refused bool, err error
 	if f.closed.Load() {
 		return -1, 0, 0, false, errs.At(errs.Closed, "open", f.Path, -1, "file was released")
 	}
-	dfd, err := f.openDirect()
+	dfd, err := openReclaiming(f.Path, f.openDirect)
 	if err == unix.EINVAL {
 		f.dfd, f.memAlign, f.offAlign = -1, DefaultAlign, DefaultAlign
 		f.dRefused.Store(true)
@@ -154,9 +159,11 @@ func (f *File) Direct() (fd int, memAlign, offAlign int, refused bool, err error
 	if err != nil {
 		return -1, 0, 0, false, errs.FromErrno("open", f.Path, -1, err)
 	}
+	procFiles.held.Add(1)
 	f.dfd = dfd
 	f.memAlign, f.offAlign, f.alignSrc = dioAlign(dfd)
 	f.dReady.Store(true)
+	keepBudget() // never closes f: the caller holds a reference
 	return f.dfd, f.memAlign, f.offAlign, false, nil
 }
 
@@ -262,6 +269,9 @@ func (f *File) Release() {
 		t.evictLocked()
 		t.mu.Unlock()
 	}
+	if procFiles.over.Load() {
+		keepBudget()
+	}
 }
 
 // close closes both descriptors once. Callers guarantee no holder is left.
@@ -270,19 +280,22 @@ func (f *File) close() {
 		return
 	}
 	unix.Close(f.FD)
+	procFiles.held.Add(-1)
 	f.dmu.Lock()
 	if f.dReady.Load() && f.dfd >= 0 {
 		if h := f.t.directClosed; h != nil {
 			h(f.dfd)
 		}
 		unix.Close(f.dfd)
+		procFiles.held.Add(-1)
 	}
 	f.dmu.Unlock()
 }
 
-// Table maps paths to open Files. It holds at most maxOpen of them; it goes
-// over only while the extra Files are all in use, and trims back as they are
-// released. All methods are safe for concurrent use.
+// Table maps paths to open Files. It holds at most maxOpen of them, and the
+// process's Tables together hold at most Budget() descriptors; either bound
+// is exceeded only while the extra Files are all in use, and trimmed back as
+// they are released. All methods are safe for concurrent use.
 type Table struct {
 	maxOpen int
 	st      *stats.Counters
@@ -290,8 +303,6 @@ type Table struct {
 	mu     sync.RWMutex
 	byPath map[string]*File
 	closed bool
-
-	tick atomic.Uint64 // LRU clock, advanced by every Acquire
 
 	// recheck is how long a File's path resolution is trusted before Acquire
 	// stats the path again; in between, Acquire only fstats the open
@@ -303,6 +314,8 @@ type Table struct {
 	// before it is closed (no holder is left), so a registration of that
 	// descriptor elsewhere (cuFile) can be dropped first.
 	directClosed func(fd int)
+
+	mirror Mirror // SetMirror; nil: none
 }
 
 // SetDirectCloseHook makes the table call h(fd) with each O_DIRECT descriptor
@@ -312,7 +325,9 @@ func (t *Table) SetDirectCloseHook(h func(fd int)) { t.directClosed = h }
 
 // NewTable returns an empty Table that keeps at most maxOpen Files (values < 1
 // count as 1) while they are idle, and counts FilesOpened, FilesEvicted and
-// StaleInvalidations in st (nil: not counted).
+// StaleInvalidations in st (nil: not counted). The Table shares the process's
+// descriptor budget (Budget) with every other Table until Close; its idle
+// Files may be closed to make room for another Table's (FilesEvicted).
 func NewTable(maxOpen int, st *stats.Counters) *Table {
 	if maxOpen < 1 {
 		maxOpen = 1
@@ -320,7 +335,9 @@ func NewTable(maxOpen int, st *stats.Counters) *Table {
 	if st == nil {
 		st = new(stats.Counters)
 	}
-	return &Table{maxOpen: maxOpen, st: st, byPath: make(map[string]*File)}
+	t := &Table{maxOpen: maxOpen, st: st, byPath: make(map[string]*File)}
+	register(t)
+	return t
 }
 
 // Acquire returns an open File for path's current version with one reference
@@ -373,10 +390,11 @@ func (t *Table) AcquireTrusting(path string, trust time.Duration) (f *File, stal
 	t.mu.RLock()
 	if f := t.byPath[path]; f != nil && f.Ident == id && !t.closed {
 		f.refs.Add(1)
-		f.lastUse.Store(t.tick.Add(1))
+		f.lastUse.Store(lruTick.Add(1))
 		now := nanotime()
 		f.resolved.Store(now)
 		f.checked.Store(now)
+		t.mirrorChecked(f)
 		t.mu.RUnlock()
 		t.st.Revalidations.Add(1)
 		return f, 0, nil
@@ -427,7 +445,9 @@ func fsKind(fd int) (pseudo, local bool) {
 func (t *Table) open(path string) (*File, uint64, error) {
 	// O_NONBLOCK: if path became a FIFO since the stat, open must not hang
 	// waiting for a writer. It is cleared again below for regular files.
-	fd, err := openEINTR(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK)
+	fd, err := openReclaiming(path, func() (int, error) {
+		return openEINTR(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK)
+	})
 	if err != nil {
 		return nil, 0, errs.FromErrno("open", path, -1, err)
 	}
@@ -454,19 +474,28 @@ func (t *Table) open(path string) (*File, uint64, error) {
 	// The path may be a view of caller memory (capi passes C strings without
 	// copying them): the table keeps its own copy.
 	path = strings.Clone(path)
+	procFiles.held.Add(1) // f.close gives it back
 	f := &File{Path: path, ID: versionID(id), Ident: id, FD: fd, t: t, dfd: -1, localFS: local}
 	f.refs.Store(1)
 	now := nanotime()
 	f.resolved.Store(now)
 	f.checked.Store(now)
+	f, staleID, err := t.install(f)
+	keepBudget() // after t.mu is released: the process trim takes every Table's lock
+	return f, staleID, err
+}
 
+// install puts the freshly opened f into the table under the write lock, or
+// shares the File another goroutine installed for the same version.
+func (t *Table) install(f *File) (*File, uint64, error) {
+	path, id := f.Path, f.Ident
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		f.close()
 		return nil, 0, errs.At(errs.Closed, "open", path, -1, "file table is closed")
 	}
-	f.lastUse.Store(t.tick.Add(1))
+	f.lastUse.Store(lruTick.Add(1))
 	cur := t.byPath[path]
 	if cur != nil && cur.Ident == id {
 		// Another goroutine opened the same version first: share its File.
@@ -474,6 +503,7 @@ func (t *Table) open(path string) (*File, uint64, error) {
 		cur.refs.Add(1)
 		cur.lastUse.Store(f.lastUse.Load())
 		cur.resolved.Store(nanotime())
+		t.mirrorChecked(cur)
 		return cur, 0, nil
 	}
 	t.st.FilesOpened.Add(1)
@@ -491,6 +521,9 @@ func (t *Table) open(path string) (*File, uint64, error) {
 		t.detachLocked(cur)
 	}
 	t.byPath[path] = f
+	if t.mirror != nil {
+		t.mirror.Installed(f)
+	}
 	if len(t.byPath) > t.maxOpen {
 		t.evictLocked()
 	}
@@ -503,6 +536,9 @@ func (t *Table) open(path string) (*File, uint64, error) {
 func (t *Table) detachLocked(f *File) {
 	if t.byPath[f.Path] == f {
 		delete(t.byPath, f.Path)
+		if t.mirror != nil {
+			t.mirror.Detached(f)
+		}
 	}
 	f.detached.Store(true)
 	if f.refs.Load() == 0 {
@@ -516,7 +552,10 @@ func (t *Table) evictLocked() {
 	for len(t.byPath) > t.maxOpen {
 		var victim *File
 		for _, f := range t.byPath {
-			if f.refs.Load() == 0 && (victim == nil || f.lastUse.Load() < victim.lastUse.Load()) {
+			if f.refs.Load() != 0 {
+				continue
+			}
+			if u := t.lastUseOf(f); victim == nil || u < victim.lastUse.Load() {
 				victim = f
 			}
 		}
@@ -570,9 +609,10 @@ func (t *Table) Len() int {
 // than once and concurrently with other methods.
 func (t *Table) Close() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.closed = true
 	t.dropLocked("")
+	t.mu.Unlock()
+	unregister(t) // after t.mu: procFiles.mu is never taken under a Table's lock
 }
 
 // epoch anchors nanotime: time.Since on it reads the monotonic clock.
@@ -609,7 +649,7 @@ func (t *Table) acquireFast(path string, trust time.Duration) *File {
 	}
 	f.refs.Add(1)
 	t.mu.RUnlock()
-	f.lastUse.Store(t.tick.Add(1))
+	f.lastUse.Store(lruTick.Add(1))
 	if trust == TrustForever {
 		return f
 	}
@@ -628,6 +668,7 @@ func (t *Table) acquireFast(path string, trust time.Duration) *File {
 	}
 	t.st.Revalidations.Add(1)
 	f.checked.Store(now)
+	t.mirrorChecked(f)
 	return f
 }
 
