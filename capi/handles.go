@@ -52,6 +52,7 @@ func addContext(c *engine.Context) uint64 {
 	registry.Lock()
 	registry.ctxs[id] = c
 	publishContexts()
+	hitRegister(id, c)
 	registry.Unlock()
 	return id
 }
@@ -81,6 +82,7 @@ func removeContext(id uint64) (*engine.Context, error) {
 	}
 	delete(registry.ctxs, id)
 	publishContexts()
+	hitUnregister(id) // before Close unmaps what C-side hits read
 	for rid, r := range registry.reqs {
 		if r.ctx == id {
 			delete(registry.reqs, rid)

@@ -10,6 +10,7 @@
 #include "memtier.h"
 #include "_cgo_export.h"
 #include "bridge.h"
+#include "hit.h"
 
 #define MT_ID(p) ((uint64_t)(uintptr_t)(p))
 
@@ -173,6 +174,10 @@ int memtier_read_ex(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint6
                     void* dst, int target, uint32_t flags) {
     MT_GUARD();
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_read: ctx is NULL");
+    /* A DRAM-cache hit is served in C when hit.c can (no cgo round trip);
+     * anything else, and any doubt, goes to Go, which overwrites dst. */
+    if (target == MEMTIER_TARGET_CPU && mt_hit_read(MT_ID(ctx), path, offset, size, dst, flags))
+        return MEMTIER_OK;
     return mtgo_read(MT_ID(ctx), (char*)path, offset, size, dst, target, flags);
 }
 

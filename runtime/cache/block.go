@@ -156,6 +156,7 @@ func (b *Block) Fill(lo, hi int, fn func(p []byte, blockOff int) error) (filled 
 			return filled, err
 		}
 		b.setValid(p, q)
+		b.mirrorValid()
 		p = q
 	}
 	return filled, nil

@@ -39,6 +39,10 @@ type Cache struct {
 	// because tryPin refuses a dropped block.
 	hint     []atomic.Pointer[Block]
 	hintMask uint64
+
+	// mirror, when set, copies every hint slot change and the validity of
+	// hinted blocks into an index that C reads (SetMirror); nil otherwise.
+	mirror Mirror
 }
 
 // shard is one lock domain: a map of its blocks, the S3-FIFO queues and the
@@ -252,17 +256,33 @@ func (c *Cache) pin(fileID, index uint64, bump bool) *Block {
 	return b
 }
 
+// slotIndex is the number of the hint slot of a key.
+func (c *Cache) slotIndex(fileID, index uint64) uint64 {
+	return mix64(fileID^index*0x9e3779b97f4a7c15) & c.hintMask
+}
+
 // slot is the hint slot of a key.
 func (c *Cache) slot(fileID, index uint64) *atomic.Pointer[Block] {
-	return &c.hint[mix64(fileID^index*0x9e3779b97f4a7c15)&c.hintMask]
+	return &c.hint[c.slotIndex(fileID, index)]
 }
 
 // setHint makes b the hint of its slot. s.mu of b's shard is held, so b is
 // linked.
-func (c *Cache) setHint(b *Block) { c.slot(b.k.file, b.k.index).Store(b) }
+func (c *Cache) setHint(b *Block) {
+	c.slot(b.k.file, b.k.index).Store(b)
+	if c.mirror != nil {
+		c.mirror.Claim(b.k.file, b.k.index, b.addr(), b.valid0[0].Load())
+	}
+}
 
-// clearHint empties b's slot if it still names b. s.mu of b's shard is held.
-func (c *Cache) clearHint(b *Block) { c.slot(b.k.file, b.k.index).CompareAndSwap(b, nil) }
+// clearHint empties b's slot if it still names b. s.mu of b's shard is held,
+// and b's memory is not reused yet: the mirror forgets b first.
+func (c *Cache) clearHint(b *Block) {
+	c.slot(b.k.file, b.k.index).CompareAndSwap(b, nil)
+	if c.mirror != nil {
+		c.mirror.Clear(b.k.file, b.k.index, b.addr())
+	}
+}
 
 // pinHinted pins block (fileID, index) through the hint index without any
 // lock, or returns nil (not hinted, or dropped meanwhile): the caller then
@@ -340,6 +360,7 @@ func (s *shard) evictLocked() []byte {
 				sPinned++
 				continue
 			}
+			s.c.foldUse(b)
 			if b.freq.Load() > 0 {
 				b.freq.Store(0)
 				b.q = qMain
@@ -362,6 +383,7 @@ func (s *shard) evictLocked() []byte {
 				continue
 			}
 			mPinned = 0
+			s.c.foldUse(b)
 			if f := b.freq.Load(); f > 0 {
 				b.freq.CompareAndSwap(f, f-1)
 				s.main.pushBack(b)

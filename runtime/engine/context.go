@@ -12,6 +12,7 @@ import (
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/hitidx"
 	"github.com/memtier/memtier/runtime/iopath"
 	"github.com/memtier/memtier/runtime/mem"
 	"github.com/memtier/memtier/runtime/policy"
@@ -43,6 +44,8 @@ type Context struct {
 	trust time.Duration
 
 	tgt *gpu.Target // target CUDA and the HBM tier (gpuread.go); nothing created until first used
+
+	hit *hitidx.Index // what capi/hit.c reads to serve hits in C (hitindex.go); nil: none
 }
 
 // New validates o and builds a Context. GOMAXPROCS > 0 is applied to the
@@ -93,6 +96,7 @@ func New(o config.Options) (*Context, error) {
 		c.arena = mem.NewArena(int(o.CacheBlockBytes), nblocks)
 		c.cache = cache.New(o.CacheBytes, o.CacheBlockBytes, c.arena, &c.st)
 	}
+	c.newHitIndex()
 	return c, nil
 }
 
@@ -133,6 +137,7 @@ func (c *Context) Close() error {
 	if c.arena != nil {
 		c.arena.Close()
 	}
+	c.closeHitIndex()
 	return nil
 }
 
@@ -143,6 +148,7 @@ func (c *Context) NoteError() { c.st.Errors.Add(1) }
 // Stats returns the counters plus the cache gauges.
 func (c *Context) Stats() stats.Snapshot {
 	s := c.st.Snapshot()
+	c.addHitStats(&s)
 	if c.cache != nil {
 		s.CacheResidentBytes = c.cache.Resident()
 		s.CacheBudgetBytes = c.cache.Budget()
@@ -154,6 +160,9 @@ func (c *Context) Stats() stats.Snapshot {
 // ResetStats zeroes every counter (the cache gauges describe state and stay).
 func (c *Context) ResetStats() {
 	c.st.Reset()
+	if c.hit != nil {
+		c.hit.ResetCounters()
+	}
 	c.tgt.ResetStats()
 }
 

@@ -1,0 +1,301 @@
+/* The C-side DRAM-cache hit path of memtier_read: a cached range is found in
+ * the context's hit region (runtime/hitidx, written only by Go) and copied
+ * with one memcpy, without the cgo round trip and the Go-side lookups.
+ *
+ * Every step that cannot be answered for certain here gives the call back to
+ * Go (return 0), which then serves it and overwrites dst:
+ *   - the file: the path's entry must name it; strict freshness fstats the
+ *     descriptor and compares exactly what files.Table.acquireFast compares
+ *     (device, inode, size, mtime, ctime, link count > 0) and gives back a
+ *     path whose last stat is older than the path recheck, or relative;
+ *     interval freshness trusts a File checked within the interval (else Go
+ *     checks it); open freshness and MEMTIER_READ_IMMUTABLE trust the entry;
+ *   - the range: inside the file and inside one block whose pages are valid;
+ *   - races: the file and block entries' sequence counters are read before
+ *     and after the copy, and Go moves them before a block's memory is reused
+ *     or a File leaves the descriptor table, so a copy that raced is redone;
+ *   - context lifetime: a reader count per registered context, which
+ *     mt_hit_unregister waits out before the region and the cache memory are
+ *     unmapped; an unknown or finalized context is answered by Go;
+ *   - a bad dst: a fault inside the copy is caught (SIGSEGV/SIGBUS handler
+ *     installed at the first registration, chained to the previous one for
+ *     every other fault) and Go serves the call, reporting MEMTIER_ERR_IO as
+ *     on its own path. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "hit.h"
+#include "memtier.h"
+
+/* Read-only flags a hit may carry; others (unknown bits) are Go's to refuse. */
+#define MT_HIT_FLAGS                                                                     \
+    (MEMTIER_READ_ONCE | MEMTIER_READ_WILL_REUSE | MEMTIER_READ_DIRECT | MEMTIER_READ_BUFFERED | \
+     MEMTIER_READ_IMMUTABLE)
+
+/* ------------------------------------------------------------ registry */
+
+#define MT_HIT_CTX_SLOTS 64
+#define MT_HIT_PROBE 4
+
+typedef struct mt_hit_ctx {
+    _Atomic uint64_t id;      /* 0: free */
+    _Atomic uint64_t readers; /* C readers inside the region now */
+    _Atomic(const unsigned char*) region;
+    char pad[64 - 24];
+} __attribute__((aligned(64))) mt_hit_ctx_t;
+
+static mt_hit_ctx_t mt_hit_ctxs[MT_HIT_CTX_SLOTS];
+static pthread_mutex_t mt_hit_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void mt_hit_install_guard(void);
+
+int mt_hit_register(uint64_t id, void* region) {
+    if (id == 0 || region == NULL) return -1;
+    if (__atomic_load_n((const uint64_t*)region, __ATOMIC_ACQUIRE) != MT_HIT_MAGIC) return -1;
+    mt_hit_install_guard();
+    int rc = -1;
+    pthread_mutex_lock(&mt_hit_reg_mu);
+    for (int i = 0; i < MT_HIT_PROBE; i++) {
+        mt_hit_ctx_t* c = &mt_hit_ctxs[(id + (uint64_t)i) % MT_HIT_CTX_SLOTS];
+        if (atomic_load(&c->id) != 0) continue;
+        /* Stale readers of an earlier owner may still pass by: they compare the
+         * id after counting themselves in, and only the new id matches. */
+        atomic_store(&c->region, (const unsigned char*)region);
+        atomic_store(&c->id, id);
+        rc = 0;
+        break;
+    }
+    pthread_mutex_unlock(&mt_hit_reg_mu);
+    return rc;
+}
+
+void mt_hit_unregister(uint64_t id) {
+    if (id == 0) return;
+    pthread_mutex_lock(&mt_hit_reg_mu);
+    for (int i = 0; i < MT_HIT_PROBE; i++) {
+        mt_hit_ctx_t* c = &mt_hit_ctxs[(id + (uint64_t)i) % MT_HIT_CTX_SLOTS];
+        if (atomic_load(&c->id) != id) continue;
+        /* seq_cst store, then seq_cst loads of readers: a reader counts itself
+         * in (seq_cst) before it loads the id (seq_cst), so either it sees 0
+         * or this loop sees it. */
+        atomic_store(&c->id, 0);
+        while (atomic_load(&c->readers) != 0) sched_yield();
+        atomic_store(&c->region, NULL);
+        break;
+    }
+    pthread_mutex_unlock(&mt_hit_reg_mu);
+}
+
+/* ------------------------------------------------------ fault guard */
+
+typedef struct mt_copy_guard {
+    sigjmp_buf jb;
+    sigset_t mask; /* the thread's mask when the fault hit */
+} mt_copy_guard_t;
+
+/* The guard of the copy running on this thread, or NULL: 8 bytes of TLS.
+ * initial-exec, like the Go runtime's own TLS in a c-shared library: the
+ * default (global-dynamic) model would call __tls_get_addr, which makes the
+ * library need ld-linux-x86-64.so.2 besides libc (tests/python/
+ * test_packaging.py checks NEEDED) and costs a call on every hit. */
+static __thread mt_copy_guard_t* mt_copy __attribute__((tls_model("initial-exec")));
+static struct sigaction mt_old_segv, mt_old_bus;
+static pthread_once_t mt_guard_once = PTHREAD_ONCE_INIT;
+static int mt_guard_ok;
+
+static void mt_fault(int sig, siginfo_t* si, void* uc) {
+    mt_copy_guard_t* g = mt_copy;
+    if (g != NULL) {
+        mt_copy = NULL;
+        g->mask = ((ucontext_t*)uc)->uc_sigmask;
+        siglongjmp(g->jb, 1);
+    }
+    const struct sigaction* old = sig == SIGBUS ? &mt_old_bus : &mt_old_segv;
+    if (old->sa_flags & SA_SIGINFO) {
+        old->sa_sigaction(sig, si, uc); /* the Go runtime's handler, normally */
+        return;
+    }
+    if (old->sa_handler == SIG_DFL || old->sa_handler == SIG_IGN) {
+        /* The fault repeats on return and takes the default action, as it
+         * would have without this handler (a fault cannot be ignored). */
+        signal(sig, SIG_DFL);
+        return;
+    }
+    old->sa_handler(sig);
+}
+
+static void mt_guard_init(void) {
+    struct sigaction sa;
+    if (sigaction(SIGSEGV, NULL, &mt_old_segv) != 0 || sigaction(SIGBUS, NULL, &mt_old_bus) != 0) return;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = mt_fault;
+    sa.sa_mask = mt_old_segv.sa_mask; /* what the chained handler expects blocked */
+    sigaddset(&sa.sa_mask, SIGSEGV);
+    sigaddset(&sa.sa_mask, SIGBUS);
+    /* SA_ONSTACK: the Go runtime requires it of every handler (GO_CSHARED.md 1.3). */
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (mt_old_segv.sa_flags & SA_RESTART);
+    if (sigaction(SIGSEGV, &sa, NULL) != 0) return;
+    if (sigaction(SIGBUS, &sa, NULL) != 0) {
+        sigaction(SIGSEGV, &mt_old_segv, NULL);
+        return;
+    }
+    mt_guard_ok = 1;
+}
+
+static void mt_hit_install_guard(void) { pthread_once(&mt_guard_once, mt_guard_init); }
+
+/* ------------------------------------------------------------ the hit */
+
+#define LD(p, off) __atomic_load_n((const uint64_t*)((p) + (off)), __ATOMIC_RELAXED)
+#define LDA(p, off) __atomic_load_n((const uint64_t*)((p) + (off)), __ATOMIC_ACQUIRE)
+#define ST(p, off, v) __atomic_store_n((uint64_t*)((p) + (off)), (v), __ATOMIC_RELAXED)
+
+uint64_t mt_hit_path_hash(const char* p, uint64_t n) {
+    uint64_t h = n * 0x9e3779b97f4a7c15ull;
+    for (uint64_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, n - i < 8 ? n - i : 8); /* little endian, zero-padded */
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return h ^ h >> 29;
+}
+
+/* runtime/cache.mix64, as runtime/hitidx.BlockSlot uses it. */
+static inline uint64_t mt_mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+/* now on the files package's clock, never below it (HdrMonoOffset). */
+static inline int64_t mt_files_now(const unsigned char* r) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - (int64_t)LD(r, MT_HIT_HDR_MONO_OFFSET);
+}
+
+static int mt_same_file(const unsigned char* fe, const struct stat* st) {
+    return st->st_nlink != 0 && (uint64_t)st->st_dev == LD(fe, MT_HIT_FILE_DEV) &&
+           (uint64_t)st->st_ino == LD(fe, MT_HIT_FILE_INO) &&
+           (uint64_t)(int64_t)st->st_size == LD(fe, MT_HIT_FILE_SIZE) &&
+           (uint64_t)((int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec) ==
+               LD(fe, MT_HIT_FILE_MTIME) &&
+           (uint64_t)((int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec) ==
+               LD(fe, MT_HIT_FILE_CTIME);
+}
+
+/* The copy, with a fault on dst caught: 0 done, -1 faulted. Not inlined, so
+ * that nothing of the caller's frame lives in registers sigsetjmp restores. */
+static __attribute__((noinline)) int mt_guarded_copy(void* dst, const void* src, uint64_t n) {
+    mt_copy_guard_t g;
+    if (sigsetjmp(g.jb, 0) != 0) {
+        pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+        return -1;
+    }
+    mt_copy = &g;
+    atomic_signal_fence(memory_order_seq_cst);
+    memcpy(dst, src, n);
+    atomic_signal_fence(memory_order_seq_cst);
+    mt_copy = NULL;
+    return 0;
+}
+
+static int mt_hit_serve(const unsigned char* r, const char* path, uint64_t off, uint64_t size, void* dst,
+                        uint32_t flags) {
+    const size_t len = strlen(path);
+    if (len == 0 || len > MT_HIT_MAX_PATH) return 0;
+    const unsigned char* fe = r + LD(r, MT_HIT_HDR_FILE_OFF) +
+                              (mt_hit_path_hash(path, len) & LD(r, MT_HIT_HDR_FILE_MASK)) * MT_HIT_FILE_ENTRY;
+    const uint64_t fs1 = LDA(fe, MT_HIT_FILE_SEQ);
+    if (fs1 & 1) return 0;
+    const uint64_t ver = LD(fe, MT_HIT_FILE_VERSION);
+    if (ver == 0 || LD(fe, MT_HIT_FILE_PATH_LEN) != len || memcmp(fe + MT_HIT_FILE_PATH, path, len) != 0)
+        return 0;
+    const uint64_t fsize = LD(fe, MT_HIT_FILE_SIZE);
+    if (off > fsize || size > fsize - off) return 0;
+    const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT);
+    const uint64_t bi = off >> shift;
+    if ((off + size - 1) >> shift != bi) return 0;
+    /* The block's pair of entries (runtime/hitidx.BlockSlot), two cache lines. */
+    const unsigned char* be = r + LD(r, MT_HIT_HDR_BLOCK_OFF) +
+                              (mt_mix64(ver ^ bi * 0x9e3779b97f4a7c15ull) & LD(r, MT_HIT_HDR_BLOCK_MASK) &
+                               ~UINT64_C(1)) * MT_HIT_BLOCK_ENTRY;
+    __builtin_prefetch(be); /* their misses overlap the freshness check */
+    __builtin_prefetch(be + MT_HIT_BLOCK_ENTRY);
+
+    int checked = 0;
+    const uint64_t mode = LD(r, MT_HIT_HDR_MODE);
+    if (!(flags & MEMTIER_READ_IMMUTABLE) && mode != MT_HIT_MODE_OPEN) {
+        const int64_t now = mt_files_now(r);
+        if (mode == MT_HIT_MODE_INTERVAL) {
+            if (!(now - (int64_t)LD(fe, MT_HIT_FILE_CHECKED) < (int64_t)LD(r, MT_HIT_HDR_TRUST_NS))) return 0;
+        } else {
+            const int64_t recheck = (int64_t)LD(r, MT_HIT_HDR_RECHECK_NS);
+            if (recheck <= 0 || path[0] != '/' || now - (int64_t)LD(fe, MT_HIT_FILE_RESOLVED) > recheck)
+                return 0;
+            struct stat st;
+            if (syscall(SYS_fstat, (int)(int32_t)LD(fe, MT_HIT_FILE_FD), &st) != 0 || !mt_same_file(fe, &st))
+                return 0;
+            checked = 1;
+        }
+    }
+
+    uint64_t bs1 = LDA(be, MT_HIT_BLOCK_SEQ);
+    if (bs1 & 1 || LD(be, MT_HIT_BLOCK_FILE) != ver || LD(be, MT_HIT_BLOCK_INDEX) != bi) {
+        be += MT_HIT_BLOCK_ENTRY;
+        bs1 = LDA(be, MT_HIT_BLOCK_SEQ);
+        if (bs1 & 1 || LD(be, MT_HIT_BLOCK_FILE) != ver || LD(be, MT_HIT_BLOCK_INDEX) != bi) return 0;
+    }
+    const uint64_t addr = LD(be, MT_HIT_BLOCK_ADDR);
+    const uint64_t lo = off & ((UINT64_C(1) << shift) - 1);
+    const uint64_t p0 = lo >> 12, p1 = (lo + size + 4095) >> 12;
+    const uint64_t need = (p1 - p0 == 64 ? ~UINT64_C(0) : ((UINT64_C(1) << (p1 - p0)) - 1)) << p0;
+    if (addr == 0 || (LD(be, MT_HIT_BLOCK_VALID) & need) != need) return 0;
+    if (!mt_guard_ok || mt_guarded_copy(dst, (const void*)(uintptr_t)(addr + lo), size) != 0) return 0;
+    atomic_thread_fence(memory_order_acquire);
+    if (LD(be, MT_HIT_BLOCK_SEQ) != bs1 || LD(fe, MT_HIT_FILE_SEQ) != fs1) return 0;
+
+    /* Uses Go's eviction and descriptor LRU would have seen (stored only when
+     * unset, so a hot entry's line is not written on every hit). */
+    if (LD(be, MT_HIT_BLOCK_REF) == 0) ST((unsigned char*)be, MT_HIT_BLOCK_REF, 1);
+    if (LD(fe, MT_HIT_FILE_TOUCHED) == 0) ST((unsigned char*)fe, MT_HIT_FILE_TOUCHED, 1);
+    __atomic_fetch_add((uint64_t*)(r + (checked ? MT_HIT_CTR_CHECKED : MT_HIT_CTR_TRUSTED)), 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_BYTES), size, __ATOMIC_RELAXED);
+    return 1;
+}
+
+int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, void* dst, uint32_t flags) {
+    if (path == NULL || dst == NULL || size == 0 || (flags & ~(uint32_t)MT_HIT_FLAGS) != 0) return 0;
+    mt_hit_ctx_t* c = NULL;
+    for (int i = 0; i < MT_HIT_PROBE; i++) {
+        mt_hit_ctx_t* s = &mt_hit_ctxs[(id + (uint64_t)i) % MT_HIT_CTX_SLOTS];
+        if (atomic_load_explicit(&s->id, memory_order_relaxed) == id) {
+            c = s;
+            break;
+        }
+    }
+    if (c == NULL) return 0;
+    atomic_fetch_add(&c->readers, 1);
+    int served = 0;
+    if (atomic_load(&c->id) == id) {
+        const unsigned char* r = atomic_load_explicit(&c->region, memory_order_acquire);
+        if (r != NULL) served = mt_hit_serve(r, path, offset, size, dst, flags);
+    }
+    atomic_fetch_sub_explicit(&c->readers, 1, memory_order_release);
+    return served;
+}

@@ -1,0 +1,89 @@
+package main
+
+/*
+#include <stdlib.h>
+#include "hit.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/memtier/memtier/runtime/engine"
+	"github.com/memtier/memtier/runtime/hitidx"
+)
+
+// The C-side hit path (hit.c): memtier_read serves a DRAM-cache hit in C
+// from the context's hit region (runtime/hitidx) when it can, and calls
+// mtgo_read otherwise. Here the regions are registered and unregistered with
+// the contexts.
+
+var layoutOnce = sync.OnceValue(hitLayoutMismatch)
+
+// hitLayoutMismatch compares hit.h's offsets with runtime/hitidx's; "" when
+// they agree. A mismatch keeps every context off the C path.
+func hitLayoutMismatch() string {
+	pairs := [...][2]uintptr{
+		{C.MT_HIT_HDR_MAGIC, hitidx.HdrMagic}, {C.MT_HIT_HDR_FILE_MASK, hitidx.HdrFileMask},
+		{C.MT_HIT_HDR_BLOCK_MASK, hitidx.HdrBlockMask}, {C.MT_HIT_HDR_BLOCK_SHIFT, hitidx.HdrBlockShift},
+		{C.MT_HIT_HDR_MODE, hitidx.HdrMode}, {C.MT_HIT_HDR_TRUST_NS, hitidx.HdrTrustNs},
+		{C.MT_HIT_HDR_RECHECK_NS, hitidx.HdrRecheckNs}, {C.MT_HIT_HDR_MONO_OFFSET, hitidx.HdrMonoOffset},
+		{C.MT_HIT_HDR_FILE_OFF, hitidx.HdrFileOff}, {C.MT_HIT_HDR_BLOCK_OFF, hitidx.HdrBlockOff},
+		{C.MT_HIT_CTR_CHECKED, hitidx.CtrChecked}, {C.MT_HIT_CTR_TRUSTED, hitidx.CtrTrusted},
+		{C.MT_HIT_CTR_BYTES, hitidx.CtrBytes},
+		{C.MT_HIT_FILE_SEQ, hitidx.FileSeq}, {C.MT_HIT_FILE_VERSION, hitidx.FileVersion},
+		{C.MT_HIT_FILE_SIZE, hitidx.FileSize}, {C.MT_HIT_FILE_DEV, hitidx.FileDev},
+		{C.MT_HIT_FILE_INO, hitidx.FileIno}, {C.MT_HIT_FILE_MTIME, hitidx.FileMtime},
+		{C.MT_HIT_FILE_CTIME, hitidx.FileCtime}, {C.MT_HIT_FILE_RESOLVED, hitidx.FileResolved},
+		{C.MT_HIT_FILE_CHECKED, hitidx.FileChecked}, {C.MT_HIT_FILE_FD, hitidx.FileFD},
+		{C.MT_HIT_FILE_PATH_LEN, hitidx.FilePathLen}, {C.MT_HIT_FILE_TOUCHED, hitidx.FileTouched},
+		{C.MT_HIT_FILE_PATH, hitidx.FilePath}, {C.MT_HIT_FILE_ENTRY, hitidx.FileEntry},
+		{C.MT_HIT_MAX_PATH, hitidx.MaxPath},
+		{C.MT_HIT_BLOCK_SEQ, hitidx.BlockSeq}, {C.MT_HIT_BLOCK_FILE, hitidx.BlockFile},
+		{C.MT_HIT_BLOCK_INDEX, hitidx.BlockIndex}, {C.MT_HIT_BLOCK_ADDR, hitidx.BlockAddr},
+		{C.MT_HIT_BLOCK_VALID, hitidx.BlockValid}, {C.MT_HIT_BLOCK_REF, hitidx.BlockRef},
+		{C.MT_HIT_BLOCK_ENTRY, hitidx.BlockEntry},
+		{C.MT_HIT_MODE_STRICT, hitidx.ModeStrict}, {C.MT_HIT_MODE_INTERVAL, hitidx.ModeInterval},
+		{C.MT_HIT_MODE_OPEN, hitidx.ModeOpen},
+	}
+	for i, p := range pairs {
+		if p[0] != p[1] {
+			return fmt.Sprintf("hit.h and runtime/hitidx disagree at pair %d: %d != %d", i, p[0], p[1])
+		}
+	}
+	if uint64(C.MT_HIT_MAGIC) != hitidx.Magic {
+		return "hit.h and runtime/hitidx disagree on the magic"
+	}
+	for _, p := range []string{"", "/", "/tmp/a.bin", "relative/path/of/seventeen", "/x/" + string(make([]byte, 40))} {
+		cs := C.CString(p)
+		h := uint64(C.mt_hit_path_hash(cs, C.uint64_t(len(p))))
+		C.free(unsafe.Pointer(cs))
+		if h != hitidx.PathHash(p) {
+			return fmt.Sprintf("path hash of %q: C %#x, Go %#x", p, h, hitidx.PathHash(p))
+		}
+	}
+	return ""
+}
+
+// hitRegister lets memtier_read serve context id's hits in C. The caller
+// holds the registry lock.
+func hitRegister(id uint64, c *engine.Context) {
+	if p := c.HitIndex(); p != nil && layoutOnce() == "" {
+		C.mt_hit_register(C.uint64_t(id), p)
+	}
+}
+
+// hitUnregister stops C-side hits of context id and waits for the C readers
+// in flight, so the context may be closed (and its memory unmapped) next.
+// The caller holds the registry lock.
+func hitUnregister(id uint64) { C.mt_hit_unregister(C.uint64_t(id)) }
+
+// hitRead is mt_hit_read for the capi tests (hit_test.go): whether C served
+// the read of [off, off+len(dst)) of path on context id into dst.
+func hitRead(id uint64, path string, off uint64, dst unsafe.Pointer, size uint64, flags uint32) bool {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	return C.mt_hit_read(C.uint64_t(id), cs, C.uint64_t(off), C.uint64_t(size), dst, C.uint32_t(flags)) == 1
+}

@@ -1,0 +1,82 @@
+/* The C-side DRAM-cache hit path of memtier_read (internal, not installed).
+ *
+ * A context's hit region is mmap'd and written by Go (runtime/hitidx); the
+ * offsets below are that package's layout, checked against it by capi/hit.go
+ * before a region is registered. hit.c reads it without entering Go. */
+#ifndef MEMTIER_HIT_H
+#define MEMTIER_HIT_H
+#include <stdint.h>
+
+/* Internal to libmemtier.so: not exported. */
+#define MT_HIT_API __attribute__((visibility("hidden")))
+
+#define MT_HIT_MAGIC 0x4d54484954583031ull /* "MTHITX01" */
+
+/* header */
+#define MT_HIT_HDR_MAGIC 0
+#define MT_HIT_HDR_FILE_MASK 8
+#define MT_HIT_HDR_BLOCK_MASK 16
+#define MT_HIT_HDR_BLOCK_SHIFT 24
+#define MT_HIT_HDR_MODE 32
+#define MT_HIT_HDR_TRUST_NS 40
+#define MT_HIT_HDR_RECHECK_NS 48
+#define MT_HIT_HDR_MONO_OFFSET 56
+#define MT_HIT_HDR_FILE_OFF 64
+#define MT_HIT_HDR_BLOCK_OFF 72
+#define MT_HIT_CTR_CHECKED 128
+#define MT_HIT_CTR_TRUSTED 136
+#define MT_HIT_CTR_BYTES 144
+
+/* file entry */
+#define MT_HIT_FILE_SEQ 0
+#define MT_HIT_FILE_VERSION 8
+#define MT_HIT_FILE_SIZE 16
+#define MT_HIT_FILE_DEV 24
+#define MT_HIT_FILE_INO 32
+#define MT_HIT_FILE_MTIME 40
+#define MT_HIT_FILE_CTIME 48
+#define MT_HIT_FILE_RESOLVED 56
+#define MT_HIT_FILE_CHECKED 64
+#define MT_HIT_FILE_FD 72
+#define MT_HIT_FILE_PATH_LEN 80
+#define MT_HIT_FILE_TOUCHED 88
+#define MT_HIT_FILE_PATH 96
+#define MT_HIT_FILE_ENTRY 512
+#define MT_HIT_MAX_PATH (MT_HIT_FILE_ENTRY - MT_HIT_FILE_PATH - 1)
+
+/* block entry */
+#define MT_HIT_BLOCK_SEQ 0
+#define MT_HIT_BLOCK_FILE 8
+#define MT_HIT_BLOCK_INDEX 16
+#define MT_HIT_BLOCK_ADDR 24
+#define MT_HIT_BLOCK_VALID 32
+#define MT_HIT_BLOCK_REF 40
+#define MT_HIT_BLOCK_ENTRY 64
+
+/* freshness modes */
+#define MT_HIT_MODE_STRICT 0
+#define MT_HIT_MODE_INTERVAL 1
+#define MT_HIT_MODE_OPEN 2
+
+/* mt_hit_register makes region (a hitidx region, mapped until
+ * mt_hit_unregister(id) returns) the hit index of context id. Returns 0, or
+ * -1 when every slot it may use is taken (the context then reads through Go
+ * only). Called from Go under capi's registry lock. */
+MT_HIT_API int mt_hit_register(uint64_t id, void* region);
+
+/* mt_hit_unregister stops C-side hits of context id and waits until no C
+ * reader uses its region any more; afterwards the region may be unmapped.
+ * Unknown ids are ignored. Called from Go under capi's registry lock. */
+MT_HIT_API void mt_hit_unregister(uint64_t id);
+
+/* mt_hit_read serves memtier_read_ex(ctx id, path, offset, size, dst,
+ * MEMTIER_TARGET_CPU, flags) from the DRAM cache in C when it can: returns 1
+ * when all size bytes were copied to dst and counted, 0 when Go must serve
+ * the call (not cached, not indexed, a check that only Go makes, a race with
+ * a change, or a fault on dst); dst may hold any bytes then. Thread-safe. */
+MT_HIT_API int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, void* dst, uint32_t flags);
+
+/* mt_hit_path_hash is runtime/hitidx.PathHash of p[0:n] (for the layout test). */
+MT_HIT_API uint64_t mt_hit_path_hash(const char* p, uint64_t n);
+
+#endif

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memtier/memtier/runtime/config"
+	"github.com/memtier/memtier/runtime/engine"
+	"github.com/memtier/memtier/runtime/policy"
+)
+
+// The C-side hit path (hit.c) against its contracts: it serves exactly the
+// cached bytes, counts them as Go would, and gives every call it cannot be
+// sure of back to Go (false): changed files in strict freshness, dropped
+// files, finalized contexts, ranges outside one valid block, bad buffers.
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*131+7) ^ seed
+	}
+	return b
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newHitCtx makes a registered context with freshness f, as memtier_init does.
+func newHitCtx(t *testing.T, f int, edit func(*config.Options)) (uint64, *engine.Context) {
+	t.Helper()
+	o := config.Defaults()
+	o.CacheBytes = 8 << 20
+	o.Freshness = f
+	if edit != nil {
+		edit(&o)
+	}
+	c, err := engine.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := addContext(c)
+	t.Cleanup(func() {
+		if _, err := removeContext(id); err == nil {
+			c.Close()
+		}
+	})
+	return id, c
+}
+
+func read4k(id uint64, path string, off uint64, flags uint32) ([]byte, bool) {
+	dst := make([]byte, 4096)
+	ok := hitRead(id, path, off, unsafe.Pointer(&dst[0]), uint64(len(dst)), flags)
+	return dst, ok
+}
+
+func TestHitLayout(t *testing.T) {
+	if m := hitLayoutMismatch(); m != "" {
+		t.Fatal(m)
+	}
+}
+
+func TestHitServesAndCounts(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	data := pattern(1<<20, 0)
+	writeFile(t, path, data)
+	for _, tc := range []struct {
+		name      string
+		fresh     int
+		flags     uint32
+		revalid   uint64
+		servedInC bool
+	}{
+		{"strict", config.FreshStrict, 0, 1, true},
+		{"strict+immutable", config.FreshStrict, policy.ReadImmutable, 0, true},
+		{"open", config.FreshOpen, 0, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, c := newHitCtx(t, tc.fresh, nil)
+			if _, err := c.Prefetch(path, 0, 1<<20, 0); err != nil {
+				t.Fatal(err)
+			}
+			c.ResetStats()
+			offs := []uint64{0, 4096, 65536, 1<<20 - 4096, 123 * 4096}
+			for _, off := range offs {
+				got, ok := read4k(id, path, off, tc.flags)
+				if !ok {
+					t.Fatalf("offset %d: not served in C", off)
+				}
+				if !bytes.Equal(got, data[off:off+4096]) {
+					t.Fatalf("offset %d: wrong bytes", off)
+				}
+			}
+			s := c.Stats()
+			n := uint64(len(offs))
+			if s.Requests != n || s.CacheHitRequests != n || s.CacheHits != n || s.Bytes != n*4096 ||
+				s.CacheHitBytes != n*4096 || s.Revalidations != n*tc.revalid || s.CacheMisses != 0 {
+				t.Fatalf("stats %+v", s)
+			}
+			c.ResetStats()
+			if s := c.Stats(); s.Requests != 0 || s.CacheHitBytes != 0 || s.Revalidations != 0 {
+				t.Fatalf("after reset: %+v", s)
+			}
+		})
+	}
+}
+
+func TestHitGivesBackToGo(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	writeFile(t, path, pattern(256<<10, 0))
+	id, c := newHitCtx(t, config.FreshStrict, nil)
+	if _, err := c.Prefetch(path, 0, 128<<10, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Not cached (second half), past end of file, across two 64 KiB blocks,
+	// unknown flag bits, an unindexed path: Go serves or refuses them.
+	for _, tc := range []struct {
+		name      string
+		path      string
+		off, size uint64
+		flags     uint32
+	}{
+		{"uncached", path, 200 << 10, 4096, 0},
+		{"past EOF", path, 256<<10 - 2048, 4096, 0},
+		{"two blocks", path, 64<<10 - 2048, 4096, 0},
+		{"unknown flag", path, 0, 4096, 1 << 20},
+		{"other path", filepath.Join(dir, "none"), 0, 4096, 0},
+		{"zero size", path, 0, 0, 0},
+	} {
+		dst := make([]byte, 8192)
+		if hitRead(id, tc.path, tc.off, unsafe.Pointer(&dst[0]), tc.size, tc.flags) {
+			t.Errorf("%s: served in C", tc.name)
+		}
+	}
+	// A relative path under strict freshness: only a stat of the path can
+	// tell which file it names now (files.Table.acquireFast).
+	wd, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	buf := make([]byte, 4096)
+	if err := c.Read("a.bin", 0, 4096, buf, policy.TargetCPU, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := read4k(id, "a.bin", 0, 0); ok {
+		t.Error("relative path served in C under strict freshness")
+	}
+	if _, ok := read4k(id, "a.bin", 0, policy.ReadImmutable); !ok {
+		t.Error("relative path with READ_IMMUTABLE not served in C")
+	}
+}
+
+// TestHitNeverStale: a rewrite in place (same size) or a rename over the
+// file is never served from C under strict freshness; under open freshness
+// the old version is served until drop_cache, as documented.
+func TestHitNeverStale(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	old, neu := pattern(128<<10, 0), pattern(128<<10, 0x5a)
+	for _, fresh := range []int{config.FreshStrict, config.FreshOpen} {
+		writeFile(t, path, old)
+		id, c := newHitCtx(t, fresh, nil)
+		if _, err := c.Prefetch(path, 0, 128<<10, 0); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := read4k(id, path, 4096, 0); !ok || !bytes.Equal(got, old[4096:8192]) {
+			t.Fatalf("fresh %d: first hit ok=%v", fresh, ok)
+		}
+		time.Sleep(10 * time.Millisecond) // a coarse mtime clock must move
+		writeFile(t, path, neu)
+		got, ok := read4k(id, path, 4096, 0)
+		switch fresh {
+		case config.FreshStrict:
+			if ok {
+				t.Fatal("strict: a rewritten file was served in C")
+			}
+		case config.FreshOpen:
+			if !ok || !bytes.Equal(got, old[4096:8192]) {
+				t.Fatalf("open: trusted entry ok=%v", ok)
+			}
+			if err := c.DropCache(path); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := read4k(id, path, 4096, 0); ok {
+				t.Fatal("open: served in C after drop_cache")
+			}
+		}
+		buf := make([]byte, 4096)
+		if err := c.Read(path, 4096, 4096, buf, policy.TargetCPU, 0); err != nil || !bytes.Equal(buf, neu[4096:8192]) {
+			t.Fatalf("fresh %d: Go read after the rewrite: %v", fresh, err)
+		}
+		if got, ok := read4k(id, path, 4096, 0); !ok || !bytes.Equal(got, neu[4096:8192]) {
+			t.Fatalf("fresh %d: new version not served in C (ok=%v)", fresh, ok)
+		}
+		// Rename over it: a new inode.
+		tmp := filepath.Join(dir, "tmp.bin")
+		writeFile(t, tmp, old)
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		if fresh == config.FreshStrict {
+			if _, ok := read4k(id, path, 4096, 0); ok {
+				t.Fatal("strict: a file renamed over was served in C")
+			}
+		}
+	}
+}
+
+func TestHitInterval(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	writeFile(t, path, pattern(64<<10, 0))
+	id, c := newHitCtx(t, config.FreshInterval, func(o *config.Options) { o.FreshnessIntervalMs = 50 })
+	if _, err := c.Prefetch(path, 0, 64<<10, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := read4k(id, path, 0, 0); !ok {
+		t.Fatal("within the interval: not served in C")
+	}
+	time.Sleep(60 * time.Millisecond)
+	if _, ok := read4k(id, path, 0, 0); ok {
+		t.Fatal("interval expired: served in C without a check")
+	}
+	buf := make([]byte, 4096)
+	if err := c.Read(path, 0, 4096, buf, policy.TargetCPU, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := read4k(id, path, 0, 0); !ok {
+		t.Fatal("after Go's check: not served in C")
+	}
+	if s := c.Stats(); s.Revalidations != 1 {
+		t.Fatalf("revalidations %d, want 1 (Go's check only)", s.Revalidations)
+	}
+}
+
+func TestHitFinalized(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	writeFile(t, path, pattern(64<<10, 0))
+	id, c := newHitCtx(t, config.FreshOpen, nil)
+	if _, err := c.Prefetch(path, 0, 64<<10, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := read4k(id, path, 0, 0); !ok {
+		t.Fatal("not served in C")
+	}
+	if _, err := removeContext(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := read4k(id, path, 0, 0); ok {
+		t.Fatal("served in C after finalize")
+	}
+	c.Close()
+}
+
+func TestHitBadDst(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	writeFile(t, path, pattern(64<<10, 0))
+	id, c := newHitCtx(t, config.FreshOpen, nil)
+	if _, err := c.Prefetch(path, 0, 64<<10, 0); err != nil {
+		t.Fatal(err)
+	}
+	hole, err := unix.Mmap(-1, 0, 4*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := unsafe.Pointer(&hole[0])
+	if err := unix.Munmap(hole); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // the guard is re-armed after each caught fault
+		if hitRead(id, path, 0, p, 4096, 0) {
+			t.Fatal("a copy into unmapped memory reported success")
+		}
+	}
+	if got, ok := read4k(id, path, 0, 0); !ok || !bytes.Equal(got, pattern(64<<10, 0)[:4096]) {
+		t.Fatal("no hit after the faults")
+	}
+	if s := c.Stats(); s.Requests != 1 {
+		t.Fatalf("requests %d, want 1 (faulted copies are Go's to count)", s.Requests)
+	}
+}
+
+// TestHitEvictionRace: with a 4-block cache, C copies race with evictions
+// and block reuse by other goroutines; every byte must still be right.
+func TestHitEvictionRace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	const size = 2 << 20
+	data := pattern(size, 0x33)
+	writeFile(t, path, data)
+	id, c := newHitCtx(t, config.FreshStrict, func(o *config.Options) { o.CacheBytes = 256 << 10 })
+	var wg sync.WaitGroup
+	var inC sync.Map
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dst := make([]byte, 4096)
+			hits := 0
+			for i := range 3000 {
+				off := uint64((i*7919+g*104729)%(size/4096)) * 4096
+				if i%3 == 0 {
+					off %= 256 << 10 // a hot part that stays cached more often
+				}
+				if hitRead(id, path, off, unsafe.Pointer(&dst[0]), 4096, 0) {
+					hits++
+				} else if err := c.Read(path, off, 4096, dst, policy.TargetCPU, 0); err != nil {
+					t.Error(err)
+					return
+				}
+				if !bytes.Equal(dst, data[off:off+4096]) {
+					t.Errorf("offset %d: wrong bytes", off)
+					return
+				}
+				if g == 0 && i%500 == 0 {
+					_ = c.DropCache(path)
+				}
+			}
+			inC.Store(g, hits)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	inC.Range(func(_, v any) bool { total += v.(int); return true })
+	if total == 0 {
+		t.Fatal("no read was served in C")
+	}
+}
