@@ -294,6 +294,13 @@ MEMTIER_API int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, si
  * MEMTIER_GDS_*); it never fills the DRAM cache. When it returns, the bytes
  * are on the device (no stream of the caller's is involved).
  * size 0 succeeds without touching dst (dst may be NULL then).
+ * path may also be a URL (preview, CPU target; memtier_prefetch and
+ * memtier_explain take them too, the other calls answer
+ * MEMTIER_ERR_UNSUPPORTED): s3://bucket/key (SigV4 with the AWS_* environment
+ * and shared files; AWS_ENDPOINT_URL for S3-compatible servers, path-style)
+ * or http(s)://host/path, read with ranged GETs in parallel parts pinned to
+ * the object's ETag; remote bytes fill the DRAM cache like local ones, and
+ * freshness STRICT revalidates the object (one conditional GET) per call.
  * Returns MEMTIER_OK when all size bytes were written to dst;
  * MEMTIER_ERR_EOF if offset + size is past end of file (dst is then not written
  * beyond what the file holds, and its content is unspecified in that range);

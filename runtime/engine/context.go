@@ -27,7 +27,7 @@ type Context struct {
 	st    stats.Counters
 	files *files.Table
 	rd    *iopath.Reader
-	src   source.Source // bottom of the tier stack: local files (source.Local)
+	src   source.Source // bottom of the tier stack: local files and remote objects (sources.go)
 	cache *cache.Cache  // nil when the cache is disabled
 	arena *mem.Arena    // block memory of the cache, off the Go heap
 
@@ -87,7 +87,7 @@ func New(o config.Options) (*Context, error) {
 	c.tgt = gpu.NewTarget(gpu.TargetOptions{Lanes: min(max(o.IOThreads, gpu.DefaultLanes), 16),
 		HBMDevice: o.HBMDevice, HBMBudget: o.HBMCacheBytes, HBMBlock: config.HBMBlockBytes})
 	c.files.SetDirectCloseHook(c.forgetDirect)
-	c.src = &source.Local{Files: c.files, RD: rd, DirectRequired: o.DirectMode == policy.DirectRequired}
+	c.src = &sources{local: &source.Local{Files: c.files, RD: rd, DirectRequired: o.DirectMode == policy.DirectRequired}}
 	if o.PathRecheckMs > 0 {
 		c.files.SetPathRecheck(time.Duration(o.PathRecheckMs) * time.Millisecond)
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/iopath"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/remote"
+	"github.com/memtier/memtier/runtime/source"
 )
 
 // Explanation is what a read would do now (memtier_explain).
@@ -59,7 +61,7 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 
 // quietPath is the file-side path a read with flags would take, decided
 // without running the device probe.
-func (c *Context) quietPath(f *files.File, off, size uint64, flags uint32) int {
+func (c *Context) quietPath(f source.Object, off, size uint64, flags uint32) int {
 	_, d := c.decideFor(f, off, size, flags, 0, decideQuiet)
 	return d.Path
 }
@@ -100,6 +102,9 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 		d.Reason = fmt.Sprintf("row %d: %s", d.Row, d.Reason)
 		return Explanation{Decision: d}, nil
 	}
+	if remote.IsURL(path) {
+		return Explanation{}, errRemoteHere(path) // as readGPU answers
+	}
 	f, err := c.explainFile(path, off, size, flags)
 	if err != nil {
 		return Explanation{}, err
@@ -117,8 +122,10 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 		}
 	}
 	ex.CachedBytes = p.cached
-	if n, err := iopath.Resident(f.FD, int64(off), int64(size)); err == nil {
-		ex.ResidentBytes = uint64(n)
+	if lf, ok := f.(*files.File); ok {
+		if n, err := iopath.Resident(lf.FD, int64(off), int64(size)); err == nil {
+			ex.ResidentBytes = uint64(n)
+		}
 	}
 	ex.Decision = c.decideDevice(f, off, size, hbmBytes, ex.CachedBytes)
 	uncached := size - hbmBytes - ex.CachedBytes
@@ -149,11 +156,11 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 // explainFile checks the range and opens path as the read would, so explain
 // fails with the status the read would fail with before any I/O. The caller
 // releases the file.
-func (c *Context) explainFile(path string, off, size uint64, flags uint32) (*files.File, error) {
+func (c *Context) explainFile(path string, off, size uint64, flags uint32) (source.Object, error) {
 	if err := checkRange("explain", path, off, size, int(min(size, 1<<62)), flags); err != nil {
 		return nil, err
 	}
-	f, err := c.acquire(path)
+	f, err := c.openFlags(path, flags)
 	if err != nil {
 		return nil, err
 	}

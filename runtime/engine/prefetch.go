@@ -3,7 +3,7 @@ package engine
 import (
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/errs"
-	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/source"
 )
 
 // Prefetch destinations; values equal MEMTIER_PREFETCH_*.
@@ -45,7 +45,7 @@ func (c *Context) prefetch(path string, off, size uint64, flags uint32) (uint64,
 		return 0, errs.At(errs.Unsupported, "prefetch", path, int64(off), "the DRAM cache is disabled (cache_enabled = 0)")
 	}
 	c.st.PrefetchRequests.Add(1)
-	f, err := c.acquire(path)
+	f, err := c.openTrusting(path, c.trust) // a local file or a URL
 	if err != nil {
 		return 0, err
 	}
@@ -67,8 +67,8 @@ func GPUReason() string { return gpu.Reason() }
 // file) to the file, then to its last budget bytes starting at a block
 // boundary of bs: a range larger than the tier keeps its tail. off >= end
 // means nothing to prefetch.
-func prefetchRange(f *files.File, off, size, budget, bs uint64) (uint64, uint64) {
-	end := uint64(f.Ident.Size)
+func prefetchRange(f source.Object, off, size, budget, bs uint64) (uint64, uint64) {
+	end := f.Size()
 	if size != 0 && off+size >= off && off+size < end {
 		end = off + size
 	}

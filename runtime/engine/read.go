@@ -9,6 +9,7 @@ import (
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/remote"
 	"github.com/memtier/memtier/runtime/source"
 )
 
@@ -101,7 +102,7 @@ func (c *Context) read(path string, off, size uint64, dst []byte, target int, fl
 	if err := checkRange("read", path, off, size, len(dst), flags); err != nil {
 		return err
 	}
-	f, err := c.acquireFlags(path, flags)
+	f, err := c.openFlags(path, flags)
 	if err != nil {
 		return err
 	}
@@ -139,25 +140,49 @@ func (c *Context) acquireStrict(path string) (*files.File, error) {
 	return c.acquireTrusting(path, files.TrustNone)
 }
 
+// acquireTrusting opens a local file (the calls that need its descriptor:
+// chunks, datasets, handles, readv, the GPU target); a URL is
+// errs.Unsupported there so far.
 func (c *Context) acquireTrusting(path string, trust time.Duration) (*files.File, error) {
+	if remote.IsURL(path) {
+		return nil, errRemoteHere(path)
+	}
+	obj, err := c.openTrusting(path, trust)
+	if err != nil {
+		return nil, err
+	}
+	return source.File(obj), nil
+}
+
+// openFlags opens path, a local file or a URL, as a read with flags does
+// (READ_IMMUTABLE trusts what was last checked).
+func (c *Context) openFlags(path string, flags uint32) (source.Object, error) {
+	if flags&policy.ReadImmutable != 0 {
+		return c.openTrusting(path, files.TrustForever)
+	}
+	return c.openTrusting(path, c.trust)
+}
+
+// openTrusting opens path through the context's sources and drops the cache
+// blocks of a version that changed since it was cached.
+func (c *Context) openTrusting(path string, trust time.Duration) (source.Object, error) {
 	obj, stale, err := c.src.Open(path, trust)
 	if err != nil {
 		return nil, err
 	}
-	f := source.File(obj)
 	if stale != 0 {
 		if c.cache != nil {
 			c.cache.DropFile(stale)
 		}
 		c.dropHBM([]uint64{stale}, false)
 	}
-	return f, nil
+	return obj, nil
 }
 
-func checkEOF(f *files.File, off, size uint64) error {
-	fsize := uint64(f.Ident.Size)
+func checkEOF(f source.Object, off, size uint64) error {
+	fsize := f.Size()
 	if off+size > fsize {
-		return errs.At(errs.EOF, "read", f.Path, int64(off),
+		return errs.At(errs.EOF, "read", displayName(f), int64(off),
 			"range [%d, %d) runs past end of file (size %d)", off, off+size, fsize)
 	}
 	return nil
@@ -205,7 +230,7 @@ func (c *Context) decideFor(o source.Object, off, size uint64, flags uint32, cac
 // serve fills dst (len size) with the bytes of f at off; the range is inside
 // the file. prefetch forces admission, and dst is nil then (fill the cache
 // only). It plans the request and executes the plan.
-func (c *Context) serve(f *files.File, off, size uint64, dst []byte, flags uint32, prefetch bool) (served, error) {
+func (c *Context) serve(f source.Object, off, size uint64, dst []byte, flags uint32, prefetch bool) (served, error) {
 	var p plan
 	c.makePlan(&p, f, off, size, flags, planOpts{prefetch: prefetch})
 	return c.exec(&p, dst, false)

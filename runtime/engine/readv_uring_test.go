@@ -180,7 +180,7 @@ func (refusingSource) CanBatch() (bool, string) {
 // preadv2 per group, with the same results, and counts why.
 func TestReadV_UringUnavailable(t *testing.T) {
 	c := uringCtx(t, false)
-	c.src = refusingSource{c.src.(*source.Local)}
+	c.src = refusingSource{c.src.(*sources).local}
 	uc := newUringCase(t, c)
 	c.ResetStats()
 	if err := c.ReadV(uc.v, 0, 0); code(err) != errs.EOF {

@@ -1,0 +1,126 @@
+package engine
+
+// URLs through the engine: read, prefetch and explain of http:// objects
+// served by a plain range-serving server (net/http's ServeContent answers
+// Range with 206 and Content-Range, and If-Match against the ETag); the S3
+// side of runtime/remote is tested against versitygw in that package.
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/memtier/memtier/runtime/config"
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/policy"
+)
+
+// rangeServer serves data at /data.bin with a fixed ETag and counts GETs.
+func rangeServer(t *testing.T, data []byte) (url string, gets *atomic.Int64) {
+	t.Helper()
+	gets = new(atomic.Int64)
+	mod := time.Unix(1700000000, 0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/data.bin" {
+			http.NotFound(w, r)
+			return
+		}
+		gets.Add(1)
+		w.Header().Set("ETag", `"v1"`)
+		http.ServeContent(w, r, "data.bin", mod, bytes.NewReader(data))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/data.bin", gets
+}
+
+func TestRemoteReadThroughTheCache(t *testing.T) {
+	const n = 3<<20 + 123
+	want := pfile(0, n)
+	url, gets := rangeServer(t, want)
+	c := newCtx(t, func(o *config.Options) { o.CacheBytes, o.CacheBlockBytes = 64<<20, 1<<20 })
+	got := make([]byte, n)
+	if err := c.Read(url, 0, n, got, policy.TargetCPU, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("bytes of the whole object differ")
+	}
+	// A range read again: served by the DRAM cache. Strict freshness
+	// revalidates the object first (one conditional GET, answered 304).
+	before := gets.Load()
+	c.ResetStats()
+	part := make([]byte, 100000)
+	if err := c.Read(url, 2<<20+7, uint64(len(part)), part, policy.TargetCPU, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(part, want[2<<20+7:2<<20+7+len(part)]) {
+		t.Fatal("bytes of the cached range differ")
+	}
+	if s := c.Stats(); s.CacheHitBytes != uint64(len(part)) || s.BufferedBytes+s.DirectBytes != 0 {
+		t.Fatalf("second read: cache_hit_bytes %d, buffered %d, direct %d", s.CacheHitBytes, s.BufferedBytes, s.DirectBytes)
+	}
+	if after := gets.Load(); after != before+1 {
+		t.Fatalf("a cached range under strict freshness cost %d GETs, want 1 (the revalidation)", after-before)
+	}
+	// READ_IMMUTABLE trusts the object as last checked: no GET at all.
+	before = gets.Load()
+	if err := c.Read(url, 7, uint64(len(part)), part, policy.TargetCPU, policy.ReadImmutable); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(part, want[7:7+len(part)]) || gets.Load() != before {
+		t.Fatalf("immutable cached read: bytes equal %v, %d GETs", bytes.Equal(part, want[7:7+len(part)]), gets.Load()-before)
+	}
+}
+
+func TestRemotePrefetchThenHits(t *testing.T) {
+	const n = 2<<20 + 5
+	want := pfile(0, n)
+	url, gets := rangeServer(t, want)
+	c := newCtx(t, func(o *config.Options) { o.CacheBytes, o.CacheBlockBytes = 64<<20, 1<<20 })
+	fetched, err := c.Prefetch(url, 0, 0, 0)
+	if err != nil || fetched != n {
+		t.Fatalf("prefetch: %d bytes, %v; want %d", fetched, err, n)
+	}
+	before := gets.Load()
+	c.ResetStats()
+	got := make([]byte, n)
+	if err := c.Read(url, 0, n, got, policy.TargetCPU, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("bytes after prefetch differ")
+	}
+	if s := c.Stats(); s.CacheHitBytes != n || gets.Load() != before+1 {
+		t.Fatalf("read after prefetch: cache_hit_bytes %d, %d new GETs (want 1: the revalidation)", s.CacheHitBytes, gets.Load()-before)
+	}
+	ex, err := c.Explain(url, 0, n, true, policy.TargetCPU, 0)
+	if err != nil || ex.Path != policy.PathCache || ex.CachedBytes != n {
+		t.Fatalf("explain: %+v %v", ex, err)
+	}
+}
+
+func TestRemoteErrors(t *testing.T) {
+	const n = 10000
+	url, _ := rangeServer(t, pfile(0, n))
+	c := newCtx(t, nil)
+	dst := make([]byte, 2*n)
+	err := c.Read(url, 0, 2*n, dst, policy.TargetCPU, 0)
+	if code(err) != errs.EOF || !strings.Contains(err.Error(), "runs past end of file (size 10000)") {
+		t.Fatalf("read past the end: %v", err)
+	}
+	missing := strings.TrimSuffix(url, "data.bin") + "nope.bin"
+	if err := c.Read(missing, 0, 10, dst, policy.TargetCPU, 0); code(err) != errs.NotFound {
+		t.Fatalf("missing object: %v", err)
+	}
+	v := []IOVec{{Path: url, Off: 0, Size: 10, Dst: dst}}
+	if err := c.ReadV(v, policy.TargetCPU, 0); code(err) != errs.Unsupported || !strings.Contains(err.Error(), "local files only") {
+		t.Fatalf("readv of a URL: %v", err)
+	}
+	if err := c.Read(url, 0, 10, dst, policy.TargetCUDA, 0); code(err) != errs.Unsupported {
+		t.Fatalf("CUDA read of a URL: %v", err)
+	}
+}

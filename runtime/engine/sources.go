@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/remote"
+	"github.com/memtier/memtier/runtime/source"
+)
+
+// sources is the bottom of a context's tier stack: local files, and remote
+// objects (s3://, http://, https://) through runtime/remote, whose client is
+// made on the first URL (a program that reads only local files never loads
+// credentials or opens a connection). Objects say which source they came
+// from by their type, so every read goes back to the source that opened it.
+type sources struct {
+	local *source.Local
+
+	mu        sync.Mutex
+	remote    *remote.Source // nil until the first URL
+	remoteErr error          // the client could not be made (bad AWS_* settings)
+}
+
+var (
+	_ source.Source      = (*sources)(nil)
+	_ source.BatchReader = (*sources)(nil)
+)
+
+// remoteSource returns the remote source, making its client from the
+// environment (AWS_* variables and shared files, runtime/remote.Options) on
+// first use. A failure is remembered: every URL gets the same error.
+func (s *sources) remoteSource() (*remote.Source, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.remote == nil && s.remoteErr == nil {
+		cl, err := remote.NewClient(remote.Options{})
+		if err != nil {
+			s.remoteErr = err
+		} else {
+			s.remote = remote.NewSource(cl)
+		}
+	}
+	return s.remote, s.remoteErr
+}
+
+// of is the source that opened o.
+func (s *sources) of(o source.Object) source.Source {
+	if _, ok := o.(*remote.Object); ok {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.remote
+	}
+	return s.local
+}
+
+// Open opens a URL remotely and anything else as a local path.
+func (s *sources) Open(name string, trust time.Duration) (source.Object, uint64, error) {
+	if !remote.IsURL(name) {
+		return s.local.Open(name, trust)
+	}
+	r, err := s.remoteSource()
+	if err != nil {
+		return nil, 0, err
+	}
+	return r.Open(name, trust)
+}
+
+func (s *sources) ReadAt(o source.Object, dst []byte, off uint64, path int) (int, error) {
+	return s.of(o).ReadAt(o, dst, off, path)
+}
+
+func (s *sources) ReadNoWait(o source.Object, dst []byte, off uint64) bool {
+	return s.of(o).ReadNoWait(o, dst, off)
+}
+
+func (s *sources) Resident(o source.Object, off, size uint64, samples int) (uint64, bool) {
+	return s.of(o).Resident(o, off, size, samples)
+}
+
+func (s *sources) DirectRefused(o source.Object) bool { return s.of(o).DirectRefused(o) }
+
+// ReadBatch batches local files only: readv, its one caller, opens local
+// files (acquireTrusting refuses URLs).
+func (s *sources) ReadBatch(b []source.BatchRead, nowait bool) (int, error) {
+	return s.local.ReadBatch(b, nowait)
+}
+
+func (s *sources) CanBatch() (bool, string) { return s.local.CanBatch() }
+
+// errRemoteHere is the error of a call that reads local files only so far,
+// given a URL.
+func errRemoteHere(name string) error {
+	return errs.At(errs.Unsupported, "open", remote.Redact(name), -1,
+		"s3:// and http(s):// objects are read by memtier_read (read_into), memtier_prefetch and "+
+			"memtier_explain so far; this call reads local files only")
+}
+
+// displayName is o's name for messages: a URL with its query (a presigned
+// signature) redacted.
+func displayName(o source.Object) string { return remote.Redact(o.Name()) }
