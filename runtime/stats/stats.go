@@ -26,10 +26,10 @@ type Counters struct {
 	FilesOpened, FilesEvicted       atomic.Uint64
 	StaleInvalidations              atomic.Uint64
 	// GPU tier (memtier_stats_t fields added in 0.2).
+	// gds_fallbacks and staged_read_ns are counted by the gpu package only
+	// (gpu.Target), and the engine copies them into Snapshot.
 	HBMHitRequests, HBMHitBytes atomic.Uint64
-	GDSFallbacks                atomic.Uint64
 	H2DBytes, H2DNanos          atomic.Uint64
-	StagedReadNanos             atomic.Uint64
 	// Added in 0.3.
 	Revalidations   atomic.Uint64 // freshness checks of files already open
 	ReadvInlineHits atomic.Uint64 // readv elements copied from the DRAM cache inline
@@ -88,8 +88,8 @@ func (c *Counters) all() []*atomic.Uint64 {
 		&c.StorageBytes, &c.DirectFallbacks, &c.BounceBytes, &c.EINTRRetries,
 		&c.ShortReadRetries, &c.AsyncRequests, &c.Errors, &c.FilesOpened,
 		&c.FilesEvicted, &c.StaleInvalidations,
-		&c.HBMHitRequests, &c.HBMHitBytes, &c.GDSFallbacks, &c.H2DBytes, &c.H2DNanos,
-		&c.StagedReadNanos, &c.Revalidations, &c.ReadvInlineHits,
+		&c.HBMHitRequests, &c.HBMHitBytes, &c.H2DBytes, &c.H2DNanos,
+		&c.Revalidations, &c.ReadvInlineHits,
 		&c.ReadvUringBatches, &c.ReadvUringReads, &c.ReadvUringFallbackOff, &c.ReadvUringFallbackUnavailable,
 	}
 }
@@ -114,9 +114,8 @@ func (c *Counters) Snapshot() Snapshot {
 		Errors: c.Errors.Load(), FilesOpened: c.FilesOpened.Load(),
 		FilesEvicted: c.FilesEvicted.Load(), StaleInvalidations: c.StaleInvalidations.Load(),
 		HBMHitRequests: c.HBMHitRequests.Load(), HBMHitBytes: c.HBMHitBytes.Load(),
-		GDSFallbacks: c.GDSFallbacks.Load(), H2DBytes: c.H2DBytes.Load(), H2DNanos: c.H2DNanos.Load(),
-		StagedReadNanos: c.StagedReadNanos.Load(),
-		Revalidations:   c.Revalidations.Load(), ReadvInlineHits: c.ReadvInlineHits.Load(),
+		H2DBytes: c.H2DBytes.Load(), H2DNanos: c.H2DNanos.Load(),
+		Revalidations: c.Revalidations.Load(), ReadvInlineHits: c.ReadvInlineHits.Load(),
 		ReadvUringBatches: c.ReadvUringBatches.Load(), ReadvUringReads: c.ReadvUringReads.Load(),
 		ReadvUringFallbackOff:         c.ReadvUringFallbackOff.Load(),
 		ReadvUringFallbackUnavailable: c.ReadvUringFallbackUnavailable.Load(),
