@@ -183,6 +183,11 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         opts = _samples._check_options(transform, context_options)
         self._urls = [os.fspath(u) for u in shards]
         self._paths = [os.path.abspath(u) for u in self._urls]
+        for u in self._urls:
+            if "://" in u or u.startswith("pipe:"):
+                raise ValueError(
+                    "TarShardDataset: %r is a URL or a pipe: spec; TarShardDataset reads local .tar "
+                    "files only so far (download the shards, or read objects with memtier.read)" % u)
         for u, p in zip(self._urls, self._paths):
             try:
                 mode = os.stat(p).st_mode

@@ -16,6 +16,7 @@ import (
 	"github.com/memtier/memtier/runtime/iopath"
 	"github.com/memtier/memtier/runtime/mem"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/remote"
 	"github.com/memtier/memtier/runtime/source"
 	"github.com/memtier/memtier/runtime/stats"
 )
@@ -174,9 +175,14 @@ func (c *Context) DropCache(path string) error {
 	}
 	defer c.exit()
 	ids := c.files.Drop(path)
+	if src, ok := c.src.(*sources); ok {
+		// A URL's next read asks the server again (freshness "open" trusts
+		// the version it holds until then).
+		ids = append(ids, src.dropRemote(path)...)
+	}
 	// Blocks outlive descriptors (a file's ID comes from its identity), so
 	// also drop the current version's blocks by a stat, without opening it.
-	if path != "" {
+	if path != "" && !remote.IsURL(path) {
 		if id, err := files.VersionOf(path); err == nil {
 			ids = append(ids, id)
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/errs"
@@ -157,7 +158,7 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 // fails with the status the read would fail with before any I/O. The caller
 // releases the file.
 func (c *Context) explainFile(path string, off, size uint64, flags uint32) (source.Object, error) {
-	if err := checkRange("explain", path, off, size, int(min(size, 1<<62)), flags); err != nil {
+	if err := checkRange("explain", path, off, size, int(min(size, math.MaxInt64)), flags); err != nil {
 		return nil, err
 	}
 	f, err := c.openFlags(path, flags)

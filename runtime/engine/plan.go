@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memtier/memtier/runtime/cache"
+	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
 	"github.com/memtier/memtier/runtime/source"
 )
@@ -11,17 +12,19 @@ import (
 // Tiers a span is served by, top of the stack first. CPU plans use the first
 // three; device plans (gpuplan.go) the last three.
 const (
-	tierDRAM   uint8 = iota // copied out of a valid DRAM cache block
-	tierFill                // read from the source into a DRAM cache block, then copied out
-	tierSource              // read from the source straight into the destination
-	tierHBM                 // device to device from an HBM cache block
-	tierGDS                 // cuFile from the file straight into device memory
-	tierStaged              // DRAM cache and source through pinned buffers to the device
+	tierDRAM    uint8 = iota // copied out of a valid DRAM cache block
+	tierFill                 // read from the source into a DRAM cache block, then copied out
+	tierSource               // read from the source straight into the destination
+	tierFillRun              // one source read for a run of blocks, then into the blocks and out (remote objects)
+	tierHBM                  // device to device from an HBM cache block
+	tierGDS                  // cuFile from the file straight into device memory
+	tierStaged               // DRAM cache and source through pinned buffers to the device
 	numTiers
 )
 
 var tierNames = [numTiers]string{tierDRAM: "dram cache", tierFill: "source -> dram cache", tierSource: "source",
-	tierHBM: "hbm cache", tierGDS: "gds", tierStaged: "staged (dram cache and source via pinned buffers)"}
+	tierFillRun: "source -> dram cache (one ranged read per run)",
+	tierHBM:     "hbm cache", tierGDS: "gds", tierStaged: "staged (dram cache and source via pinned buffers)"}
 
 // span is one piece of a plan: the file range [off, off+size) and the tier
 // that serves it. A tierDRAM span holds a pin on its block (blk) from planning
@@ -139,6 +142,13 @@ func (c *Context) planGap(p *plan, lo, hi uint64, fill bool) {
 	}
 	if !fill {
 		p.push(span{off: lo, size: hi - lo, tier: tierSource})
+		return
+	}
+	if _, local := p.obj.(*files.File); !local {
+		// A remote read costs a round trip per request: one read for the
+		// whole run (split into parallel parts by the source), not one per
+		// cache block.
+		p.push(span{off: lo, size: hi - lo, tier: tierFillRun})
 		return
 	}
 	bs := c.cache.BlockSize()

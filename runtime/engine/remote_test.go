@@ -7,6 +7,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -122,5 +123,88 @@ func TestRemoteErrors(t *testing.T) {
 	}
 	if err := c.Read(url, 0, 10, dst, policy.TargetCUDA, 0); code(err) != errs.Unsupported {
 		t.Fatalf("CUDA read of a URL: %v", err)
+	}
+}
+
+// A cached read of a remote object costs one GET for the whole run, not one
+// per cache block (1 MiB read, 64 KiB blocks: 16 blocks).
+func TestRemoteFillIsOneReadPerRun(t *testing.T) {
+	const n = 4 << 20
+	want := pfile(0, n)
+	url, gets := rangeServer(t, want)
+	c := newCtx(t, func(o *config.Options) {
+		o.CacheBytes, o.CacheBlockBytes = 64<<20, 64<<10
+		o.Freshness = config.FreshOpen
+	})
+	head := make([]byte, 1)
+	if err := c.Read(url, 0, 1, head, policy.TargetCPU, 0); err != nil { // Open: the first GET
+		t.Fatal(err)
+	}
+	before := gets.Load()
+	got := make([]byte, 1<<20)
+	const off = 2<<20 + 100
+	if err := c.Read(url, off, 1<<20, got, policy.TargetCPU, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want[off:off+1<<20]) {
+		t.Fatal("bytes differ")
+	}
+	if d := gets.Load() - before; d != 1 {
+		t.Fatalf("a 1 MiB read over 17 cache blocks cost %d GETs, want 1", d)
+	}
+	// The run is now in the cache: read again, no GET.
+	c.ResetStats()
+	if err := c.Read(url, off, 1<<20, got, policy.TargetCPU, 0); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.CacheHitBytes != 1<<20 || gets.Load()-before != 1 || !bytes.Equal(got, want[off:off+1<<20]) {
+		t.Fatalf("second read: cache_hit_bytes %d, GETs %d", s.CacheHitBytes, gets.Load()-before)
+	}
+}
+
+// freshness "open" trusts the version it holds until drop_cache: then the
+// next read asks the server again and sees the new version.
+func TestRemoteDropCacheRefreshes(t *testing.T) {
+	var version atomic.Int64
+	version.Store(1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := version.Load()
+		w.Header().Set("ETag", fmt.Sprintf(`"v%d"`, v))
+		http.ServeContent(w, r, "x", time.Unix(1700000000+v, 0), bytes.NewReader(bytes.Repeat([]byte{byte('0' + v)}, 200000)))
+	}))
+	t.Cleanup(srv.Close)
+	url := srv.URL + "/x"
+	c := newCtx(t, func(o *config.Options) { o.Freshness = config.FreshOpen })
+	got := make([]byte, 3)
+	if err := c.Read(url, 0, 3, got, policy.TargetCPU, 0); err != nil || string(got) != "111" {
+		t.Fatalf("first read: %q %v", got, err)
+	}
+	version.Store(2)
+	if err := c.DropCache(url); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []uint64{0, 150000} {
+		if err := c.Read(url, off, 3, got, policy.TargetCPU, 0); err != nil || string(got) != "222" {
+			t.Fatalf("read at %d after drop_cache: %q %v", off, got, err)
+		}
+	}
+	version.Store(3)
+	if err := c.DropCache(""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Read(url, 150000, 3, got, policy.TargetCPU, 0); err != nil || string(got) != "333" {
+		t.Fatalf("read after drop_cache of everything: %q %v", got, err)
+	}
+}
+
+func TestRemoteRedirectIsNamed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	}))
+	t.Cleanup(srv.Close)
+	c := newCtx(t, nil)
+	err := c.Read(srv.URL+"/x", 0, 1, make([]byte, 1), policy.TargetCPU, 0)
+	if code(err) != errs.IO || !strings.Contains(err.Error(), "HTTP 302 (redirects are not followed; read the object at its final URL (Location: /elsewhere))") {
+		t.Fatalf("redirect: %v", err)
 	}
 }

@@ -44,6 +44,18 @@ func (s *sources) remoteSource() (*remote.Source, error) {
 	return s.remote, s.remoteErr
 }
 
+// dropRemote forgets name ("" = every name) in the remote source, when it
+// exists, and returns the versions it forgot.
+func (s *sources) dropRemote(name string) []uint64 {
+	s.mu.Lock()
+	r := s.remote
+	s.mu.Unlock()
+	if r == nil || (name != "" && !remote.IsURL(name)) {
+		return nil
+	}
+	return r.Drop(name)
+}
+
 // of is the source that opened o.
 func (s *sources) of(o source.Object) source.Source {
 	if _, ok := o.(*remote.Object); ok {

@@ -139,8 +139,46 @@ func (c *Context) execSpan(f source.Object, base uint64, path int, s *span, dst 
 		return nil
 	case tierSource:
 		return c.readSource(f, part, s.off, path, nowait, out)
+	case tierFillRun:
+		if nowait {
+			return errWouldBlock // remote bytes are never close
+		}
+		return c.fillRun(f, path, s, part, out)
 	}
 	return c.fillSpan(f, path, s, part, nowait, out)
+}
+
+// fillRun serves a run of blocks with one source read: the run's whole
+// pages (clipped to the object) into a buffer of its own, then into the
+// cache blocks' invalid pages, and the span out to part (nil: prefetch).
+func (c *Context) fillRun(f source.Object, path int, s *span, part []byte, out *served) error {
+	const page = 4096 // the cache's validity unit (cache.Block)
+	lo := s.off / page * page
+	hi := min(f.Size(), (s.off+s.size+page-1)/page*page)
+	buf := make([]byte, hi-lo)
+	if _, err := c.fetch(f, buf, lo, path); err != nil {
+		return err
+	}
+	copy(part, buf[s.off-lo:s.off-lo+s.size])
+	out.buffered += s.size
+	bs := c.cache.BlockSize()
+	for blo := lo / bs * bs; blo < hi; blo += bs {
+		blk := c.cache.AcquireQuiet(f.Version(), blo/bs)
+		if blk == nil {
+			continue // no room: the bytes were served anyway
+		}
+		a, b := max(lo, blo), min(hi, blo+bs)
+		var got int
+		_, _ = blk.Fill(int(a-blo), int(b-blo), func(pg []byte, boff int) error {
+			got += copy(pg, buf[blo+uint64(boff)-lo:]) // past-EOF bytes stay unwritten
+			return nil
+		})
+		blk.Release()
+		c.st.CacheMisses.Add(1)
+		c.st.CacheInsertedBytes.Add(uint64(got))
+		out.fetched += uint64(got)
+	}
+	return nil
 }
 
 // readSource reads dst from the source at off by path, or, nowait, only if

@@ -253,6 +253,13 @@ func (c *Client) notPartial(sp *getSpec, resp *http.Response) (getResult, *attem
 	case st == http.StatusOK:
 		ae.reason = "the server ignored the Range header (HTTP 200 for bytes=" +
 			strconv.FormatUint(sp.first, 10) + "-" + strconv.FormatUint(sp.last, 10) + ")"
+	case st >= 300 && st < 400 && st != http.StatusNotModified:
+		// Followed, a redirect would drop the signature or leave the
+		// endpoint; say so, and where it pointed.
+		ae.reason = "redirects are not followed; read the object at its final URL"
+		if loc := resp.Header.Get("Location"); loc != "" {
+			ae.reason += " (Location: " + Redact(loc) + ")"
+		}
 	case st == http.StatusPreconditionFailed:
 		ae.changed = true
 		ae.reason = "changed since open: the server refused " + describePin(sp.pin)

@@ -146,6 +146,25 @@ func (s *Source) forget(name string, obj *Object) {
 	}
 }
 
+// Drop forgets name ("" = every name), so the next Open asks the server
+// again whatever its trust, and returns the versions it forgot, for the
+// caller to drop what it cached of them (memtier_drop_cache). Objects still
+// held stay readable at their version.
+func (s *Source) Drop(name string) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint64
+	for n, e := range s.objs {
+		if name != "" && n != name {
+			continue
+		}
+		s.dropHeadLocked(e.obj)
+		delete(s.objs, n)
+		out = append(out, e.obj.version)
+	}
+	return out
+}
+
 func (s *Source) dropHeadLocked(o *Object) {
 	if p := o.head.Swap(nil); p != nil {
 		s.headBytes -= int64(len(*p))

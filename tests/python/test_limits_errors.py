@@ -252,3 +252,12 @@ def test_known_memtier_variables_do_not_warn(run_py, tmp_path):
                env={"MEMTIER_CACHE_BYTES": "8M", "MEMTIER_IO_URING": "1", "MEMTIER_VENV": "x"})
     assert r.returncode == 0, r.stderr
     assert "memtier: warning" not in r.stderr
+
+
+def test_size_near_2_63_names_the_range_not_explain(tmp_path):
+    p = tmp_path / "small.bin"
+    p.write_bytes(b"x" * 100)
+    with pytest.raises(memtier.EndOfFileError) as ei:
+        memtier.read(str(p), 0, 2**63 - 1)
+    msg = str(ei.value)
+    assert "runs past end of file (size 100)" in msg and "destination holds" not in msg, msg

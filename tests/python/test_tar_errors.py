@@ -53,3 +53,10 @@ def test_missing_shard_names_the_path_once(tmp_path):
     with pytest.raises(memtier.NotFoundError) as ei:
         TarShardDataset(str(tmp_path / "gone.tar"))
     assert str(ei.value) == "[Errno 2] TarShardDataset: file not found: '%s'" % (tmp_path / "gone.tar")
+
+
+@pytest.mark.parametrize("spec", ["http://127.0.0.1:1/x.tar", "s3://bucket/x.tar", "pipe:cat shard-000.tar"])
+def test_url_shard_is_refused_by_name(spec):
+    with pytest.raises(ValueError, match="reads local .tar files only so far") as ei:
+        TarShardDataset(spec)
+    assert spec in str(ei.value)
