@@ -11,7 +11,7 @@
 #   ./scripts/run_main.sh --dir=/nvme/dir             # where the file goes
 # The same settings by environment: MEMTIER_MAIN_SIZE, MEMTIER_EXPERIMENT_DIR,
 # BUILD_DIR. The file goes to DIR, else $MEMTIER_EXPERIMENT_DIR, else
-# ./memtier_experiments in the repository (ignored by git); SEED.md's
+# ./memtier_experiments in the repository (ignored by git); an NVMe mount such as
 # /mnt/gds2/cwd_test is used only when named. --help prints this and changes
 # nothing; a bad argument exits 2 before anything is built or written.
 set -euo pipefail

@@ -102,7 +102,7 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
 
     Parameters
     ----------
-    urls : str, os.PathLike, or a sequence of them
+    urls : str, bytes, os.PathLike, or a sequence of them
         Local paths of ``.tar`` shards (POSIX ustar, GNU long names, pax).
         Each is indexed here; ``__url__`` of its samples is the path as given.
         Brace patterns (``shard-{000..009}.tar``) are not expanded: pass the
@@ -178,10 +178,10 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         if not shards:
             raise ValueError("TarShardDataset: no shards given")
         for u in shards:
-            if not isinstance(u, (str, os.PathLike)):
-                raise TypeError("TarShardDataset: shard paths must be str or os.PathLike, got %r" % (u,))
+            if not isinstance(u, (str, bytes, os.PathLike)):
+                raise TypeError("TarShardDataset: shard paths must be str, bytes or os.PathLike, got %r" % (u,))
         opts = _samples._check_options(transform, context_options)
-        self._urls = [os.fspath(u) for u in shards]
+        self._urls = [os.fsdecode(u) for u in shards]
         self._paths = [os.path.abspath(u) for u in self._urls]
         for u in self._urls:
             if "://" in u or u.startswith("pipe:"):

@@ -397,3 +397,19 @@ def test_errors_keep_memtier_hierarchy(tmp_path):
         mts.load_file(str(tmp_path / "missing.safetensors"))
     assert isinstance(ei2.value, FileNotFoundError) and not isinstance(ei2.value, st.SafetensorError)
     assert os.path.basename(ei2.value.filename) == "missing.safetensors"
+
+
+def test_changed_since_open_is_a_safetensor_error(tmp_path):
+    """An I/O error (the file rewritten after safe_open) is catchable as the
+    reference's SafetensorError too (it used to stay a plain MemTierError)."""
+    ref = pytest.importorskip("safetensors")
+    from safetensors.numpy import save_file
+    import memtier.safetensors as mts
+    p = str(tmp_path / "rw.safetensors")
+    save_file({"a": np.arange(10, dtype=np.float32)}, p)
+    f = mts.safe_open(p, framework="np")
+    save_file({"a": np.arange(12, dtype=np.float32)}, p)
+    for call in (lambda: f.get_tensor("a"), lambda: f.get_slice("a")[0:1]):
+        with pytest.raises(ref.SafetensorError, match="changed since open") as ei:
+            call()
+        assert isinstance(ei.value, memtier.MemTierError)

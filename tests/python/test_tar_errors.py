@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import tarfile
 
 import pytest
@@ -60,3 +61,9 @@ def test_url_shard_is_refused_by_name(spec):
     with pytest.raises(ValueError, match="reads local .tar files only so far") as ei:
         TarShardDataset(spec)
     assert spec in str(ei.value)
+
+
+def test_bytes_shard_path_is_accepted(tmp_path):
+    path = make_shard(tmp_path / "s.tar", tarfile.USTAR_FORMAT, n=3)
+    a, b = TarShardDataset(path), TarShardDataset(os.fsencode(path))
+    assert len(a) == len(b) == 3 and a[1] == b[1]

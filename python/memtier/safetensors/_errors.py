@@ -86,7 +86,14 @@ def _combined(cls: type, ref: Optional[type]) -> type:
     with _lock:
         got = _cache.get(key)
         if got is None:
-            bases: Tuple[type, ...] = (cls,) if issubclass(cls, SafetensorError) else (cls, SafetensorError)
+            if issubclass(cls, SafetensorError):
+                bases: Tuple[type, ...] = (cls,)
+            elif issubclass(SafetensorError, cls):
+                # A plain MemTierError (an I/O error, a file changed since
+                # open): (MemTierError, SafetensorError) has no consistent MRO.
+                bases = (SafetensorError,)
+            else:
+                bases = (cls, SafetensorError)
             if ref is not None and not issubclass(cls, ref):
                 bases = bases + (ref,)
             got = type(cls.__name__, bases, {"__module__": cls.__module__, "__doc__": cls.__doc__})
