@@ -20,7 +20,7 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 build=${BUILD_DIR:-$root/build}
 size=${MEMTIER_MAIN_SIZE:-1073741824}
-name=${MEMTIER_MAIN_FILE:-memtier_exp_1g.bin}
+name=${MEMTIER_MAIN_FILE:-}
 dir=${MEMTIER_EXPERIMENT_DIR:-}
 for arg in "$@"; do
   case "$arg" in
@@ -41,6 +41,11 @@ if [[ -z $build || -z $dir && -n ${dir+x} && $* == *--dir=* ]]; then
   exit 2
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
+# The default file name says its size: memtier_exp_1g.bin for the default
+# 1 GiB, memtier_exp_<bytes>.bin otherwise.
+if [[ -z $name ]]; then
+  if (( 10#$size == 1073741824 )); then name=memtier_exp_1g.bin; else name=memtier_exp_$((10#$size)).bin; fi
+fi
 
 echo "== building in $build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null

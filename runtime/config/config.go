@@ -137,7 +137,8 @@ func parseSize(v string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("not a byte size (use digits with an optional K/M/G/T suffix)")
+		return 0, fmt.Errorf("not a byte size (digits with an optional K, M, G, T or KiB, MiB, GiB, TiB suffix, " +
+			"all powers of 1024; KB/MB/GB are refused: they could mean powers of 1000)")
 	}
 	hi, lo := bits.Mul64(n, mult)
 	if hi != 0 {
@@ -161,7 +162,7 @@ func parseBool(v string) (bool, error) {
 	case "0", "false", "no", "off":
 		return false, nil
 	}
-	return false, fmt.Errorf("not a boolean (1/0, true/false, on/off)")
+	return false, fmt.Errorf("not a boolean (1/0, true/false, yes/no, on/off)")
 }
 
 func sizeVar(name, doc string, field func(*Options) *uint64) Var {
