@@ -34,8 +34,9 @@ package objects
 //     message states the limit); decided before any N-byte allocation;
 //   - "invalid header length": N is past the end of the file;
 //   - "invalid header encoding": the header is not valid UTF-8;
-//   - "invalid header start": the header's first byte is not '{' (no leading
-//     white space, an empty header is refused too);
+//   - "invalid header start": the header's first byte after JSON white space
+//     is not '{' (an empty or all-white-space header is refused too; white
+//     space before the '{' is accepted, as the reference 0.8 accepts it);
 //   - "invalid JSON": a syntax error, or anything but white space after the
 //     top-level object;
 //   - "invalid entry": a tensor entry that is not an object, a missing field or
@@ -216,12 +217,21 @@ func ParseSafetensors(r io.ReaderAt, fileSize int64, lim SafetensorsLimits) (*Sa
 		}
 		return nil, stErr(8+int64(i), "invalid header encoding: the header is not valid UTF-8 (byte 0x%02x)", header[i])
 	}
-	if n == 0 || header[0] != '{' {
+	// JSON white space may precede the object: the reference (safetensors
+	// 0.8, serde_json) reads " {...}"; a byte-order mark is not white space.
+	j := 0
+	for j < len(header) && (header[j] == ' ' || header[j] == '\t' || header[j] == '\n' || header[j] == '\r') {
+		j++
+	}
+	if j == len(header) || header[j] != '{' {
 		found := "an empty header"
-		if n > 0 {
-			found = quote(header[:min(len(header), 8)])
+		switch {
+		case j < len(header):
+			found = quote(header[j:min(len(header), j+8)])
+		case n > 0:
+			found = "only white space"
 		}
-		return nil, stErr(8, "invalid header start: the header must start with '{', found %s", found)
+		return nil, stErr(8+int64(j), "invalid header start: the header must start with '{' (after JSON white space), found %s", found)
 	}
 	st := &Safetensors{
 		HeaderLen: int64(n),

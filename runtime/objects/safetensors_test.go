@@ -194,7 +194,7 @@ func stCases() []stCase {
 		{name: "b12e_array", data: stFile("[]", nil), kind: "invalid header start", want: `"[]"`},
 		{name: "b12e_two_spaces", data: stFile("  ", nil), kind: "invalid header start"},
 		{name: "b12e_zero_length", data: stFile("", nil), kind: "invalid header start", want: "empty header"},
-		{name: "leading_space", data: stFile(" {}", nil), kind: "invalid header start"},
+		{name: "leading_tab_only", data: stFile("\t\n", nil), kind: "invalid header start", want: "only white space"},
 		{name: "leading_bom", data: stFile("\xef\xbb\xbf{}", nil), kind: "invalid header start"},
 		{name: "not_utf8", data: stFile(`{"a`+"\xff"+`":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, []byte{1}), kind: "invalid header encoding", want: "at offset 11"},
 
@@ -725,5 +725,21 @@ func TestParseSafetensors_Deterministic(t *testing.T) {
 	}
 	if !strings.Contains(first, `tensor "a" data_offsets [0, 1] overlaps tensor "b"`) {
 		t.Fatal(first)
+	}
+}
+
+// JSON white space before the header's '{' is accepted, as safetensors 0.8
+// accepts it: the tensors and the data start are the same as without it.
+func TestSafetensorsLeadingWhiteSpace(t *testing.T) {
+	for _, pad := range []string{" ", "\n", " \t\r\n "} {
+		body := pad + `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`
+		data := stFile(body, make([]byte, 8))
+		st, err := objects.ParseSafetensors(bytes.NewReader(data), int64(len(data)), objects.SafetensorsLimits{})
+		if err != nil {
+			t.Fatalf("pad %q: %v", pad, err)
+		}
+		if len(st.Tensors) != 1 || st.Tensors[0].Name != "a" || st.DataStart != 8+int64(len(body)) {
+			t.Fatalf("pad %q: %+v", pad, st)
+		}
 	}
 }

@@ -92,9 +92,9 @@ uint8); F4 -> float4_e2m1fn_x2 with the last dimension halved (two values a
 byte; an odd last dimension is refused, as the reference does). F6_E2M3 and
 F6_E3M2 files open (keys, metadata, shapes) but their tensors are refused
 ("Dtype not understood"), as the reference does. The library's parser does
-not take sub-byte dtypes yet; such files (and headers that start with JSON
-whitespace, which the reference accepts) are parsed by :mod:`._header` and
-read by path with ``memtier_load_chunks``.
+not take sub-byte dtypes yet; such files (and, with a library older than
+this package, headers that start with JSON whitespace) are parsed by
+:mod:`._header` and read by path with ``memtier_load_chunks``.
 
 Errors: a malformed file raises :class:`memtier.FormatError` (a ValueError and
 a ``safetensors.SafetensorError``); a missing file :class:`memtier.NotFoundError`

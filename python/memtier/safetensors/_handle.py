@@ -3,7 +3,8 @@
 :class:`Handle` wraps one ``memtier_safetensors_t`` (the library parsed and
 validated the header) and reads tensors through it; :class:`PyHandle` serves
 the files the library's parser refuses although the reference reads them
-(packed sub-byte dtypes, a header that starts with whitespace): the header is
+(packed sub-byte dtypes; a header that starts with whitespace, with an
+older library): the header is
 parsed by :mod:`._header` and the payloads are read by the library by path
 (``memtier_load_chunks``), with the file's identity checked around each read.
 """
