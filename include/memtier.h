@@ -527,13 +527,14 @@ MEMTIER_API int memtier_request_next(memtier_request_t* req, int64_t timeout_ns,
 /* ===================================================================== */
 
 /* The format is the one published by Hugging Face's safetensors project: an
- * 8-byte little-endian header length N, N bytes of JSON header starting with
- * '{' ({"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [b, e]}, ...,
+ * 8-byte little-endian header length N, N bytes of JSON header: an object,
+ * after optional JSON white space as safetensors 0.8 allows
+ * ({"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [b, e]}, ...,
  * optional "__metadata__": {string: string}}), then the data section, with b
  * and e relative to its first byte. memtier_safetensors_open validates all of
  * it before returning and rejects with MEMTIER_ERR_FORMAT and a message in
  * memtier_last_error: file shorter than 8 bytes, N over 100,000,000 or past the
- * file, invalid UTF-8 or JSON, a header not starting with '{', unknown dtype,
+ * file, invalid UTF-8 or JSON, a header that is not an object, unknown dtype,
  * sub-byte dtypes (F4, F6_E2M3, F6_E3M2: "unsupported dtype"), a negative or
  * overflowing shape, shape x dtype size != e - b, ranges past the end,
  * overlapping ranges, gaps between tensors, duplicate names, metadata that is
