@@ -208,3 +208,18 @@ func TestRemoteRedirectIsNamed(t *testing.T) {
 		t.Fatalf("redirect: %v", err)
 	}
 }
+
+func TestRemoteBadURLsAreRefusedAtOnce(t *testing.T) {
+	c := newCtx(t, nil)
+	dst := make([]byte, 1)
+	for _, tc := range []struct{ url, want string }{
+		{"ftp://127.0.0.1/x", `unsupported scheme "ftp": want s3, http or https`},
+		{"gs://bucket/x", `unsupported scheme "gs"`},
+		{"http://127.0.0.1:99999/x", `invalid port "99999": want 1 to 65535`},
+	} {
+		err := c.Read(tc.url, 0, 1, dst, policy.TargetCPU, 0)
+		if code(err) != errs.InvalidArg || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "attempts") {
+			t.Errorf("%s: %v", tc.url, err)
+		}
+	}
+}

@@ -68,8 +68,12 @@ func (s *sources) of(o source.Object) source.Source {
 
 // Open opens a URL remotely and anything else as a local path.
 func (s *sources) Open(name string, trust time.Duration) (source.Object, uint64, error) {
-	if !remote.IsURL(name) {
+	if !remote.HasScheme(name) {
 		return s.local.Open(name, trust)
+	}
+	if !remote.IsURL(name) { // ftp://, gs://...: refused by name, not looked for on disk
+		_, err := remote.ParseURL(name)
+		return nil, 0, err
 	}
 	r, err := s.remoteSource()
 	if err != nil {

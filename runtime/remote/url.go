@@ -2,6 +2,7 @@ package remote
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -34,6 +35,25 @@ const (
 	maxBucketLen = 255
 	maxKeyLen    = 1024 // bytes, S3's key limit
 )
+
+// HasScheme reports whether name starts with a URL scheme and "://"
+// (RFC 3986: a letter, then letters, digits, '+', '-' or '.'), whether or not
+// this package reads it: such a name is a URL the caller should refuse by
+// name, not a local path to look for.
+func HasScheme(name string) bool {
+	i := strings.Index(name, "://")
+	if i <= 0 {
+		return false
+	}
+	for j := 0; j < i; j++ {
+		c := name[j]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (j == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return true
+}
 
 // IsURL reports whether name has a scheme this package reads (s3://, http://
 // or https://, case-insensitive), so a caller can route it here instead of to
@@ -117,6 +137,11 @@ func ParseURL(name string) (Location, error) {
 		}
 		if u.Host == "" || u.Hostname() == "" {
 			return bad("no host: want %s://host/path", scheme)
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return bad("invalid port %q: want 1 to 65535", p)
+			}
 		}
 		u.Scheme = scheme
 		u.Fragment, u.RawFragment = "", ""

@@ -83,3 +83,14 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+func TestHasScheme(t *testing.T) {
+	for name, want := range map[string]bool{
+		"s3://b/k": true, "ftp://h/x": true, "gs://b/o": true, "git+ssh://h/x": true,
+		"/data/x.bin": false, "rel/a://b": false, "://x": false, "1ab://x": false, "C:/x": false,
+	} {
+		if got := HasScheme(name); got != want {
+			t.Errorf("HasScheme(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
