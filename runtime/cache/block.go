@@ -13,6 +13,10 @@ const (
 	pageSize  = 1 << pageShift
 )
 
+// PageSize is the unit in which a Block's bytes become valid (Fill hands out
+// runs of whole pages): 4096 bytes.
+const PageSize = pageSize
+
 // droppedBit is set in Block.pins once the block is unlinked from its shard
 // (dropped or evicted). The low bits count pins. Whoever moves pins to exactly
 // droppedBit (the dropper when no pin is held, else the last Release) frees the

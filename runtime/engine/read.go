@@ -125,13 +125,19 @@ func (c *Context) acquire(path string) (*files.File, error) {
 	return c.acquireTrusting(path, c.trust)
 }
 
-// acquireFlags is acquire for a read with flags: READ_IMMUTABLE trusts the
-// File as last checked.
+// acquireFlags is acquire for a read with flags (trustFor).
 func (c *Context) acquireFlags(path string, flags uint32) (*files.File, error) {
+	return c.acquireTrusting(path, c.trustFor(flags))
+}
+
+// trustFor is how long a read with flags trusts an open version without a
+// check: READ_IMMUTABLE trusts it as last checked, else the context's
+// freshness setting decides.
+func (c *Context) trustFor(flags uint32) time.Duration {
 	if flags&policy.ReadImmutable != 0 {
-		return c.acquireTrusting(path, files.TrustForever)
+		return files.TrustForever
 	}
-	return c.acquireTrusting(path, c.trust)
+	return c.trust
 }
 
 // acquireStrict is acquire that always checks the file: handle opens, whose
@@ -157,10 +163,7 @@ func (c *Context) acquireTrusting(path string, trust time.Duration) (*files.File
 // openFlags opens path, a local file or a URL, as a read with flags does
 // (READ_IMMUTABLE trusts what was last checked).
 func (c *Context) openFlags(path string, flags uint32) (source.Object, error) {
-	if flags&policy.ReadImmutable != 0 {
-		return c.openTrusting(path, files.TrustForever)
-	}
-	return c.openTrusting(path, c.trust)
+	return c.openTrusting(path, c.trustFor(flags))
 }
 
 // openTrusting opens path through the context's sources and drops the cache

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/memtier/memtier/runtime/cache"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/source"
 )
@@ -152,7 +153,7 @@ func (c *Context) execSpan(f source.Object, base uint64, path int, s *span, dst 
 // pages (clipped to the object) into a buffer of its own, then into the
 // cache blocks' invalid pages, and the span out to part (nil: prefetch).
 func (c *Context) fillRun(f source.Object, path int, s *span, part []byte, out *served) error {
-	const page = 4096 // the cache's validity unit (cache.Block)
+	const page = cache.PageSize // Fill hands out whole pages
 	lo := s.off / page * page
 	hi := min(f.Size(), (s.off+s.size+page-1)/page*page)
 	buf := make([]byte, hi-lo)
