@@ -52,7 +52,9 @@ package objects
 //   - "invalid shape": a dimension that is not an integer, or is negative;
 //   - "shape overflow": a dimension, the element count or the byte size does
 //     not fit in an int64 (multiplications are checked);
-//   - "size mismatch": element count x element size != end - begin;
+//   - "size mismatch": element count x element bits is not a whole number of
+//     bytes (the packed sub-byte dtypes F4, F6_E2M3, F6_E3M2), or its bytes
+//     != end - begin;
 //   - "overlapping tensors", "gap between tensors": sorted by begin (then end),
 //     each tensor must start where the previous one ended, the first at 0;
 //   - "file length mismatch": the last tensor must end exactly at the end of
@@ -91,7 +93,7 @@ type Tensor struct {
 	Shape    []int64 // every dimension >= 0; empty for a scalar
 	Begin    int64   // absolute file offset of the first byte
 	End      int64   // absolute file offset one past the last byte
-	ElemBits int     // bits per element: 8, 16, 32 or 64
+	ElemBits int     // bits per element: 4 or 6 (packed F4, F6_*), 8, 16, 32 or 64
 }
 
 // Safetensors is a parsed and validated safetensors header.
@@ -161,8 +163,8 @@ var safetensorsDTypes = map[string]int{
 }
 
 // SafetensorsDTypeBits returns the element size in bits of a safetensors
-// dtype string, and whether the spec knows it. Sub-byte dtypes (F4, F6_E2M3,
-// F6_E3M2) are known (4 or 6 bits) although ParseSafetensors refuses them.
+// dtype string, and whether the spec knows it: 4 for F4 and 6 for F6_E2M3 and
+// F6_E3M2 (packed: a tensor's payload is elements x bits / 8 bytes).
 func SafetensorsDTypeBits(dtype string) (bits int, ok bool) {
 	bits, ok = safetensorsDTypes[dtype]
 	return bits, ok
@@ -701,10 +703,6 @@ func (p *stParser) check(e *stEntry) error {
 	if !ok {
 		return stErr(-1, "unknown dtype: %s: dtype %s is not a safetensors dtype", where, stName(e.dtype))
 	}
-	if bits%8 != 0 {
-		return stErr(-1, "unsupported dtype: %s: sub-byte dtype %s is not supported (%d bits per element)",
-			where, e.dtype, bits)
-	}
 	count := int64(1)
 	for i, d := range e.shape {
 		if d < 0 {
@@ -716,14 +714,22 @@ func (p *stParser) check(e *stEntry) error {
 		}
 		count *= d
 	}
-	elem := int64(bits / 8)
-	if count > math.MaxInt64/elem {
-		return stErr(-1, "shape overflow: %s: shape %s x %s (%d bytes each) overflows int64",
-			where, stShape(e.shape), e.dtype, elem)
+	// Sizes are counted in bits so that the packed sub-byte dtypes (F4: two
+	// values a byte; F6: four values in three bytes) follow the same rule as
+	// the others, as safetensors 0.8 does: elements x bits must be a whole
+	// number of bytes, equal to end - begin.
+	if count > math.MaxInt64/int64(bits) {
+		return stErr(-1, "shape overflow: %s: shape %s x %s (%d bits each) overflows int64",
+			where, stShape(e.shape), e.dtype, bits)
 	}
-	if size := count * elem; size != e.end-e.begin {
-		return stErr(-1, "size mismatch: %s: shape %s x %s (%d bytes each) is %d bytes, but data_offsets [%d, %d] hold %d bytes",
-			where, stShape(e.shape), e.dtype, elem, size, e.begin, e.end, e.end-e.begin)
+	nbits := count * int64(bits)
+	if nbits%8 != 0 {
+		return stErr(-1, "size mismatch: %s: shape %s x %s (%d bits each) is %d bits, not a whole number of bytes",
+			where, stShape(e.shape), e.dtype, bits, nbits)
+	}
+	if size := nbits / 8; size != e.end-e.begin {
+		return stErr(-1, "size mismatch: %s: shape %s x %s (%s each) is %d bytes, but data_offsets [%d, %d] hold %d bytes",
+			where, stShape(e.shape), e.dtype, stElemSize(bits), size, e.begin, e.end, e.end-e.begin)
 	}
 	return nil
 }
@@ -783,6 +789,14 @@ func (p *stParser) tile(st *Safetensors, entries []stEntry, seen map[string]int)
 	}
 	st.index = seen
 	return nil
+}
+
+// stElemSize renders an element size for messages: "4 bytes", "4 bits".
+func stElemSize(bits int) string {
+	if bits%8 == 0 {
+		return strconv.Itoa(bits/8) + " bytes"
+	}
+	return strconv.Itoa(bits) + " bits"
 }
 
 // stShape renders a shape as "[2, 3]".

@@ -32,7 +32,7 @@ var stCorpusDir = filepath.Join("testdata", "safetensors")
 var stKinds = []string{
 	"header too small", "header too large", "invalid header length", "invalid header start",
 	"invalid header encoding", "invalid JSON", "invalid entry", "duplicate", "invalid metadata",
-	"invalid offsets", "range past end", "unknown dtype", "unsupported dtype", "invalid shape",
+	"invalid offsets", "range past end", "unknown dtype", "invalid shape",
 	"shape overflow", "size mismatch", "overlapping tensors", "gap between tensors",
 	"file length mismatch",
 }
@@ -237,9 +237,12 @@ func stCases() []stCase {
 		{name: "dtype_unknown", data: stFile(`{"a":{"dtype":"F31","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4)), kind: "unknown dtype", want: `"F31"`},
 		{name: "dtype_lowercase", data: stFile(`{"a":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4)), kind: "unknown dtype"},
 		{name: "dtype_torch_name", data: stFile(`{"a":{"dtype":"float32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4)), kind: "unknown dtype"},
-		{name: "subbyte_f4", data: stFile(`{"a":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}`, []byte{1}), kind: "unsupported dtype", want: "sub-byte dtype F4 is not supported"},
-		{name: "subbyte_f6_e2m3", data: stFile(`{"a":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,3]}}`, make([]byte, 3)), kind: "unsupported dtype", want: "sub-byte dtype F6_E2M3 is not supported"},
-		{name: "subbyte_f6_e3m2", data: stFile(`{"a":{"dtype":"F6_E3M2","shape":[4],"data_offsets":[0,3]}}`, make([]byte, 3)), kind: "unsupported dtype", want: "sub-byte dtype F6_E3M2 is not supported"},
+		{name: "subbyte_f4", data: stFile(`{"a":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}`, []byte{1})},
+		{name: "subbyte_f6_e2m3", data: stFile(`{"a":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,3]}}`, make([]byte, 3))},
+		{name: "subbyte_f6_e3m2", data: stFile(`{"a":{"dtype":"F6_E3M2","shape":[4],"data_offsets":[0,3]}}`, make([]byte, 3))},
+		{name: "subbyte_f4_odd", data: stFile(`{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}`, make([]byte, 2)), kind: "size mismatch", want: "shape [3] x F4 (4 bits each) is 12 bits, not a whole number of bytes"},
+		{name: "subbyte_f6_two", data: stFile(`{"a":{"dtype":"F6_E2M3","shape":[2],"data_offsets":[0,2]}}`, make([]byte, 2)), kind: "size mismatch", want: "shape [2] x F6_E2M3 (6 bits each) is 12 bits, not a whole number of bytes"},
+		{name: "subbyte_f4_bytes", data: stFile(`{"a":{"dtype":"F4","shape":[4],"data_offsets":[0,4]}}`, make([]byte, 4)), kind: "size mismatch", want: "shape [4] x F4 (4 bits each) is 2 bytes, but data_offsets [0, 4] hold 4 bytes"},
 		// B16 (d): an unknown dtype still gets its offsets checked; with good offsets the dtype is named.
 		{name: "b16d_q3k_past_end", data: stFile(`{"q":{"dtype":"Q3_K","shape":[256],"data_offsets":[0,999999]}}`, make([]byte, 4)), kind: "range past end", want: `tensor "q": data_offsets [0, 999999] end past the end of the data section (4 bytes)`},
 		{name: "b16d_q3k_in_range", data: stFile(`{"q":{"dtype":"Q3_K","shape":[256],"data_offsets":[0,4]}}`, make([]byte, 4)), kind: "unknown dtype", want: `tensor "q": dtype "Q3_K" is not a safetensors dtype`},
@@ -342,17 +345,17 @@ func stCheckInvariants(t testing.TB, s *objects.Safetensors, fileSize int64) {
 			t.Fatalf("tensor %d %q [%d, %d) does not start at %d", i, tn.Name, tn.Begin, tn.End, at)
 		}
 		bits, ok := objects.SafetensorsDTypeBits(tn.DType)
-		if !ok || bits%8 != 0 || bits != tn.ElemBits {
+		if !ok || bits != tn.ElemBits {
 			t.Fatalf("tensor %q dtype %q bits %d", tn.Name, tn.DType, tn.ElemBits)
 		}
-		size := big.NewInt(int64(bits / 8))
+		size := big.NewInt(int64(bits)) // in bits: elements x bits is whole bytes
 		for _, d := range tn.Shape {
 			if d < 0 {
 				t.Fatalf("tensor %q shape %v", tn.Name, tn.Shape)
 			}
 			size.Mul(size, big.NewInt(d))
 		}
-		if size.Cmp(big.NewInt(tn.End-tn.Begin)) != 0 {
+		if size.Cmp(big.NewInt(8*(tn.End-tn.Begin))) != 0 {
 			t.Fatalf("tensor %q shape %v x %s != %d bytes", tn.Name, tn.Shape, tn.DType, tn.End-tn.Begin)
 		}
 		if names[tn.Name] || s.Index(tn.Name) != i {
@@ -600,7 +603,7 @@ func TestParseSafetensors_NoBigAllocation(t *testing.T) {
 }
 
 // TestParseSafetensors_DTypes: the 22 dtypes of the spec with their sizes;
-// every byte-aligned one parses, the sub-byte ones are refused by name.
+// every one parses, the packed sub-byte ones (F4, F6_*) by their bits.
 func TestParseSafetensors_DTypes(t *testing.T) {
 	want := map[string]int{
 		"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
@@ -618,12 +621,6 @@ func TestParseSafetensors_DTypes(t *testing.T) {
 		size := 4 * bits / 8
 		s, err := stParse(stFile(fmt.Sprintf(`{"t":{"dtype":"%s","shape":[2,2],"data_offsets":[0,%d]}}`, d, size), make([]byte, size)),
 			objects.SafetensorsLimits{})
-		if bits%8 != 0 {
-			if err == nil || !strings.Contains(err.Error(), "sub-byte dtype "+d+" is not supported") {
-				t.Fatalf("%s: %v", d, err)
-			}
-			continue
-		}
 		if err != nil || s.Tensors[0].ElemBits != bits || s.Tensors[0].DType != d {
 			t.Fatalf("%s: %v", d, err)
 		}

@@ -8,7 +8,8 @@
  * of range. (2) A metadata-only file. (3) Every rejection of the header
  * comment gives MEMTIER_ERR_FORMAT with a message: FIELD_CASES B12 (too
  * small, huge length, length past the file, not '{'), B13 (shape vs offsets,
- * overflow, reversed, past end), B15e, unknown and sub-byte dtypes, overlap,
+ * overflow, reversed, past end), B15e, unknown dtypes, packed sub-byte sizes
+ * that are not whole bytes, overlap,
  * gap, duplicates, bad metadata, trailing bytes, bad JSON and UTF-8. (4) B11:
  * a file rewritten in place or replaced after open: load gives
  * MEMTIER_ERR_IO, never the other file's bytes; reopening reads the new
@@ -233,7 +234,8 @@ static void test_rejections(memtier_ctx_t* ctx) {
     reject(ctx, "B15e [1] in 0 bytes", "{\"bad\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,0]}}", 0);
     reject(ctx, "negative shape", "{\"t\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,1]}}", 1);
     reject(ctx, "unknown dtype", "{\"t\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
-    reject(ctx, "sub-byte dtype F4", "{\"t\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1);
+    reject(ctx, "F4 x 3: 12 bits", "{\"t\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", 2);
+    reject(ctx, "F6_E2M3 x 2: 12 bits", "{\"t\":{\"dtype\":\"F6_E2M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2);
     reject(ctx, "overlapping tensors",
            "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
            "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}", 6);
@@ -253,6 +255,33 @@ static void test_rejections(memtier_ctx_t* ctx) {
 static void tick(void) { usleep(50 * 1000); }
 
 /* B11: the handle's file changes after open. */
+/* The packed sub-byte dtypes open as safetensors 0.8 reads them: F4 [2, 4] is
+ * 8 values in 4 bytes, F6_E3M2 [4] is 3 bytes, with dtype_bits 4 and 6. */
+static void test_subbyte(memtier_ctx_t* ctx) {
+    static const uint8_t data[7] = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde};
+    const char* path = mt_path("subbyte.safetensors");
+    memtier_safetensors_t* st = NULL;
+    memtier_tensor_info_t info;
+    uint8_t buf[8];
+    write_st(path,
+             "{\"a\":{\"dtype\":\"F4\",\"shape\":[2,4],\"data_offsets\":[0,4]},"
+             "\"b\":{\"dtype\":\"F6_E3M2\",\"shape\":[4],\"data_offsets\":[4,7]}}",
+             data, sizeof data);
+    MT_OK(memtier_safetensors_open(ctx, path, &st));
+    MT_OK(memtier_safetensors_get(st, 0, &info));
+    MT_CHECK(strcmp(info.dtype, "F4") == 0, "dtype %s", info.dtype);
+    MT_EQ_U64(info.dtype_bits, 4, "F4 dtype_bits");
+    MT_EQ_U64(info.nbytes, 4, "F4 nbytes");
+    MT_OK(memtier_safetensors_load(st, 0, buf, 4, MEMTIER_TARGET_CPU));
+    MT_CHECK(memcmp(buf, data, 4) == 0, "F4 bytes differ");
+    MT_OK(memtier_safetensors_get(st, 1, &info));
+    MT_EQ_U64(info.dtype_bits, 6, "F6_E3M2 dtype_bits");
+    MT_EQ_U64(info.nbytes, 3, "F6_E3M2 nbytes");
+    MT_OK(memtier_safetensors_load(st, 1, buf, 3, MEMTIER_TARGET_CPU));
+    MT_CHECK(memcmp(buf, data + 4, 3) == 0, "F6 bytes differ");
+    MT_OK(memtier_safetensors_close(st));
+}
+
 static void test_changed(memtier_ctx_t* ctx) {
     const char* path = mt_path("b11.safetensors");
     const char* hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}";
@@ -363,6 +392,7 @@ int main(void) {
     test_mixed(ctx);
     test_metadata_only(ctx);
     test_rejections(ctx);
+    test_subbyte(ctx);
     test_changed(ctx);
     test_zero_size(ctx);
     MT_OK(memtier_finalize(ctx));

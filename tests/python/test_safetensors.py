@@ -462,7 +462,7 @@ def _bad(tmp_path, name: str, content: bytes) -> str:
     ("b13d_reversed", None, "invalid offsets"),
     ("b13d_past_end", None, "range past end"),
     ("b16d_unknown_dtype", None, "dtype"),
-    ("f4_subbyte", None, "unsupported dtype"),
+    ("f4_subbyte", None, "4 bits each) is 4 bits, not a whole number of bytes"),
     ("b15e_bad_empty", None, "size mismatch"),
 ])
 def test_malformed_files_raise_format_error(tmp_path, case, content, phrase):
