@@ -40,6 +40,8 @@ var OtherVars = []OtherVar{
 	{"MEMTIER_FILES_TEST_CHILD", "runtime/files tests: child process mode"},
 	{"MEMTIER_FILES_TEST_DIR", "runtime/files tests: child process input directory"},
 	{"MEMTIER_VERSITYGW", "runtime/remote tests: the S3 gateway binary (scripts/versitygw.sh)"},
+	{"MEMTIER_DISK_CACHE_DIR", "runtime/diskcache: directory of the disk cache tier for remote objects (created 0700); unset: off"},
+	{"MEMTIER_DISK_CACHE_BYTES", "runtime/diskcache: disk cache budget in bytes; default 10 GiB, at most half the free space"},
 }
 
 // Known reports whether name is a MEMTIER_* variable the project reads (in

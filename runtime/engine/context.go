@@ -133,6 +133,9 @@ func (c *Context) Close() error {
 	if c.cache != nil {
 		c.cache.Close()
 	}
+	if s, ok := c.src.(*sources); ok {
+		s.closeDisk() // the queued disk-cache writes land before finalize returns
+	}
 	c.files.Close()
 	c.rd.Close()
 	if c.arena != nil {

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"os"
 	"sync"
 	"time"
 
+	"github.com/memtier/memtier/runtime/diskcache"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/remote"
 	"github.com/memtier/memtier/runtime/source"
@@ -14,13 +16,25 @@ import (
 // made on the first URL (a program that reads only local files never loads
 // credentials or opens a connection). Objects say which source they came
 // from by their type, so every read goes back to the source that opened it.
+//
+// When MEMTIER_DISK_CACHE_DIR names a directory, remote reads go through
+// the disk cache tier (runtime/diskcache): disk cache, then remote GET;
+// Objects are still the remote Source's, so the DRAM cache above keys
+// their blocks by the same Object.Version.
 type sources struct {
 	local *source.Local
 
 	mu        sync.Mutex
-	remote    *remote.Source // nil until the first URL
-	remoteErr error          // the client could not be made (bad AWS_* settings)
+	remote    *remote.Source    // nil until the first URL
+	disk      *diskcache.Source // nil without a disk cache directory
+	remoteErr error             // the client could not be made (bad AWS_* settings)
+	diskErr   error             // the disk cache could not be opened (reads go to the remote source)
 }
+
+// getenv reads the disk cache settings. os.Getenv, like the remote
+// client's AWS_* settings: a c-shared library sees the environment as it
+// was when it loaded.
+var getenv = os.Getenv
 
 var (
 	_ source.Source      = (*sources)(nil)
@@ -39,9 +53,53 @@ func (s *sources) remoteSource() (*remote.Source, error) {
 			s.remoteErr = err
 		} else {
 			s.remote = remote.NewSource(cl)
+			s.disk, s.diskErr = openDiskCache(s.remote)
 		}
 	}
 	return s.remote, s.remoteErr
+}
+
+// openDiskCache wraps r in the disk cache when MEMTIER_DISK_CACHE_DIR is
+// set. A directory that cannot be used (read-only, not a directory, a bad
+// MEMTIER_DISK_CACHE_BYTES) disables the tier with one warning on stderr,
+// the library's only warning channel (capi/envcheck.go), and reads go to
+// the remote source: a cache must not fail reads the source can serve.
+func openDiskCache(r *remote.Source) (*diskcache.Source, error) {
+	o, on, err := diskcache.OptionsFromEnv(getenv)
+	if err == nil && on {
+		var c *diskcache.Cache
+		if c, err = diskcache.Open(o); err == nil {
+			return diskcache.NewSource(r, c), nil
+		}
+	}
+	if err != nil {
+		os.Stderr.WriteString("memtier: warning: disk cache disabled: " + err.Error() + "\n")
+	}
+	return nil, err
+}
+
+// diskStats returns the disk cache's counters; ok is false when no disk
+// cache is open (no URL read yet, the tier off or disabled).
+func (s *sources) diskStats() (st diskcache.Stats, ok bool) {
+	s.mu.Lock()
+	d := s.disk
+	s.mu.Unlock()
+	if d == nil {
+		return st, false
+	}
+	return d.Cache().Stats(), true
+}
+
+// closeDisk flushes the disk cache's write-behind queue and releases its
+// lock file (the entries stay for the next run).
+func (s *sources) closeDisk() {
+	s.mu.Lock()
+	d := s.disk
+	s.disk = nil
+	s.mu.Unlock()
+	if d != nil {
+		d.Cache().Close()
+	}
 }
 
 // dropRemote forgets name ("" = every name) in the remote source, when it
@@ -61,6 +119,9 @@ func (s *sources) of(o source.Object) source.Source {
 	if _, ok := o.(*remote.Object); ok {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.disk != nil {
+			return s.disk
+		}
 		return s.remote
 	}
 	return s.local

@@ -1,0 +1,196 @@
+package diskcache
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/memtier/memtier/runtime/config"
+	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/iopath"
+	"github.com/memtier/memtier/runtime/remote"
+	"github.com/memtier/memtier/runtime/source"
+	"github.com/memtier/memtier/runtime/stats"
+)
+
+// BenchmarkDiskCacheVersitygw reads one object (256 MiB; DISKCACHE_BENCH_MIB
+// changes it, DISKCACHE_BENCH_BLOCK_MIB the block size, DISKCACHE_BENCH_REPS the repetitions) from versitygw on loopback, in one run:
+//   - remote: remote.Source alone;
+//   - first (write-behind) and first (sync): remote + disk cache into an
+//     empty directory, the read's own time (the write-behind flush after it
+//     is shown apart);
+//   - second: a new Cache over the filled directory, page cache warm;
+//   - local: the same bytes from a local file through source.Local (the
+//     engine's buffered path: parallel preads), page cache warm;
+//   - second cold and local cold: the same after dropping both files from
+//     the page cache (fsync, then POSIX_FADV_DONTNEED).
+//
+// It prints MB/s (10^6 bytes per second) and the ratios the disk cache
+// targets: first/remote (~1), second/local (>= 0.9). Each row is the best
+// of the repetitions (3) to lessen the noise of a shared machine.
+func BenchmarkDiskCacheVersitygw(b *testing.B) {
+	g := startVersitygw(b)
+	mib := 256
+	if v, err := strconv.Atoi(os.Getenv("DISKCACHE_BENCH_MIB")); err == nil && v > 0 {
+		mib = v
+	}
+	n := mib << 20
+	want := pattern(n, 31)
+	g.seed(b, "big.bin", want)
+	local := filepath.Join(b.TempDir(), "big.bin")
+	if err := os.WriteFile(local, want, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	reps := 3
+	if v, err := strconv.Atoi(os.Getenv("DISKCACHE_BENCH_REPS")); err == nil && v > 0 {
+		reps = v
+	}
+	block := DefaultBlockBytes
+	if v, err := strconv.Atoi(os.Getenv("DISKCACHE_BENCH_BLOCK_MIB")); err == nil && v > 0 {
+		block = v << 20
+	}
+	name := "s3://" + vgwBucket + "/big.bin"
+	ro := g.options()
+	ro.PartBytes = remote.DefaultPartBytes
+	dst := make([]byte, n)
+	for i := range dst {
+		dst[i] = 1 // fault the pages in before timing
+	}
+	check := func(what string) {
+		if !bytes.Equal(dst, want) {
+			b.Fatalf("%s: bytes differ", what)
+		}
+		clear(dst[:1<<20])
+	}
+	timeRead := func(src source.Source, what string) time.Duration {
+		o, _, err := src.Open(name, files.TrustNone)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer o.Release()
+		t0 := time.Now()
+		if _, err := src.ReadAt(o, dst, 0, source.PathBuffered); err != nil {
+			b.Fatalf("%s: %v", what, err)
+		}
+		d := time.Since(t0)
+		check(what)
+		return d
+	}
+	cl, err := remote.NewClient(ro)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	rsrc := remote.NewSource(cl)
+
+	var st stats.Counters
+	rd, err := iopath.New(config.Defaults(), &st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rd.Close()
+	tab := files.NewTable(16, &st)
+	defer tab.Close()
+	lsrc := &source.Local{Files: tab, RD: rd}
+	localRead := func() time.Duration {
+		o, _, err := lsrc.Open(local, files.TrustNone)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer o.Release()
+		t0 := time.Now()
+		if _, err := lsrc.ReadAt(o, dst, 0, source.PathBuffered); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		check("local")
+		return d
+	}
+
+	best := map[string]time.Duration{}
+	note := func(row string, d time.Duration) {
+		if cur, ok := best[row]; !ok || d < cur {
+			best[row] = d
+		}
+	}
+	var flush time.Duration
+	var dir string
+	for b.Loop() {
+		for range reps {
+			note("remote", timeRead(rsrc, "remote"))
+			for _, sync := range []bool{false, true} {
+				dir = b.TempDir()
+				c, err := Open(Options{Dir: dir, Synchronous: sync, BlockBytes: block})
+				if err != nil {
+					b.Fatal(err)
+				}
+				row := map[bool]string{false: "first (write-behind)", true: "first (sync)"}[sync]
+				note(row, timeRead(NewSource(rsrc, c), row))
+				t0 := time.Now()
+				c.Close()
+				if !sync {
+					flush = max(flush, time.Since(t0))
+					if s := c.Stats(); s.WriteDrops > 0 {
+						b.Logf("write-behind dropped %d of %d blocks (queue full)", s.WriteDrops, s.MissBlocks)
+					}
+				}
+			}
+			// dir now holds every block (the synchronous run wrote them all).
+			c, err := Open(Options{Dir: dir, BlockBytes: block})
+			if err != nil {
+				b.Fatal(err)
+			}
+			note("second (warm)", timeRead(NewSource(rsrc, c), "second"))
+			if s := c.Stats(); s.MissBlocks != 0 {
+				b.Fatalf("second run missed %d blocks", s.MissBlocks)
+			}
+			note("local (warm)", localRead())
+			dropPageCache(b, dir)
+			dropPageCache(b, local)
+			note("second (cold)", timeRead(NewSource(rsrc, c), "second cold"))
+			note("local (cold)", localRead())
+			c.Close()
+		}
+	}
+	mbs := func(row string) float64 { return float64(n) / best[row].Seconds() / 1e6 }
+	fmt.Printf("\ndisk cache, %d MiB object from versitygw on loopback, %d MiB blocks, best of %d (MB/s = 10^6 B/s)\n", mib, block>>20, reps)
+	for _, row := range []string{"remote", "first (write-behind)", "first (sync)", "second (warm)", "local (warm)", "second (cold)", "local (cold)"} {
+		fmt.Printf("  %-22s %8.0f MB/s\n", row, mbs(row))
+	}
+	fmt.Printf("  write-behind flush after the read: %v\n", flush.Round(time.Millisecond))
+	fmt.Printf("  first (write-behind) / remote = %.2fx\n", mbs("first (write-behind)")/mbs("remote"))
+	fmt.Printf("  first (sync) / remote         = %.2fx\n", mbs("first (sync)")/mbs("remote"))
+	fmt.Printf("  second / local, warm          = %.2fx\n", mbs("second (warm)")/mbs("local (warm)"))
+	fmt.Printf("  second / local, cold          = %.2fx\n", mbs("second (cold)")/mbs("local (cold)"))
+	b.ReportMetric(mbs("second (warm)")/mbs("local (warm)"), "second/local")
+	b.ReportMetric(mbs("first (write-behind)")/mbs("remote"), "first/remote")
+}
+
+// dropPageCache writes back and drops from the page cache the file p, or
+// every file in the directory p.
+func dropPageCache(tb testing.TB, p string) {
+	tb.Helper()
+	paths := []string{p}
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		des, _ := os.ReadDir(p)
+		paths = paths[:0]
+		for _, de := range des {
+			paths = append(paths, filepath.Join(p, de.Name()))
+		}
+	}
+	for _, q := range paths {
+		f, err := os.OpenFile(q, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		f.Sync()
+		if st, err := f.Stat(); err == nil {
+			_ = iopath.DropPageCache(int(f.Fd()), 0, st.Size())
+		}
+		f.Close()
+	}
+}

@@ -1,0 +1,139 @@
+package diskcache
+
+import (
+	"hash/crc32"
+	"os"
+	"syscall"
+	"time"
+)
+
+// readChunk is the piece of a payload read per pread and checksummed right
+// after, while it is still in the CPU cache (one pass over memory, not two).
+const readChunk = 512 << 10
+
+// get fills dst (the whole block idx of k: len(dst) is its length) from
+// the entry on disk and reports whether it did. A missing entry is a miss;
+// a torn, truncated or corrupt one is counted, deleted and a miss, so the
+// caller fetches the block again. dst may be partly written on a miss.
+func (c *Cache) get(k *Key, idx uint64, dst []byte) bool {
+	if c.closed.Load() {
+		return false
+	}
+	name := k.fileName(idx)
+	f, err := os.Open(c.path(name))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return false
+	}
+	if why := c.readEntry(f, k, idx, dst, st.Size); why != "" {
+		c.st.corruptEntries.Add(1)
+		c.dropEntry(name, st.Ino, uint64(st.Size))
+		return false
+	}
+	if mt := time.Unix(st.Mtim.Unix()); time.Since(mt) > touchAfter {
+		// "Used" is the mtime: eviction removes the oldest first. atime
+		// is not used, since relatime and noatime mounts do not keep it.
+		now := time.Now()
+		_ = os.Chtimes(c.path(name), now, now)
+	}
+	return true
+}
+
+// readEntry reads and checks the entry of block idx of k from f (size
+// bytes) into dst, returning why it is not that entry ("" when it is).
+func (c *Cache) readEntry(f *os.File, k *Key, idx uint64, dst []byte, size int64) string {
+	var hb [headerAlign]byte
+	if n, _ := f.ReadAt(hb[:], 0); n < fixedHeader {
+		return "truncated header"
+	}
+	hl, err := decodeFixed(hb[:])
+	if err != nil {
+		return err.Error()
+	}
+	hdr := hb[:]
+	if hl > headerAlign {
+		hdr = make([]byte, hl)
+		if n, _ := f.ReadAt(hdr, 0); n != int(hl) {
+			return "truncated header"
+		}
+	}
+	h, err := decodeHeader(hdr[:hl])
+	if err != nil {
+		return err.Error()
+	}
+	if why := h.mismatch(k, idx*uint64(c.block), len(dst)); why != "" {
+		return why
+	}
+	if size != int64(h.hdrLen)+int64(h.payloadLen) {
+		return "torn: file size does not match its header"
+	}
+	crc, ok := readPayload(f, int64(h.hdrLen), dst)
+	if !ok {
+		return "truncated payload"
+	}
+	if crc != h.crc {
+		return "payload checksum mismatch"
+	}
+	return ""
+}
+
+// put writes data as the entry of block idx of k: into a temporary file in
+// the cache directory, then renamed into place (readers see the whole
+// entry or none). There is no fsync: after a power loss an entry may be
+// renamed but short or stale, which its size check and checksums catch on
+// read, so it costs a refetch, never wrong bytes; an fsync per entry would
+// cost milliseconds per block. Failures are counted, not returned: the
+// bytes were delivered, only their caching failed.
+func (c *Cache) put(k *Key, idx uint64, data []byte) {
+	if c.closed.Load() {
+		return
+	}
+	name := k.fileName(idx)
+	if _, err := os.Lstat(c.path(name)); err == nil {
+		return // another reader (or process) wrote it
+	}
+	crc := crc32.Checksum(data, castagnoli)
+	hdr := encodeHeader(k, idx*uint64(c.block), len(data), crc)
+	n := uint64(len(hdr) + len(data))
+	f, err := c.reserve(n)
+	if err != nil {
+		if err == errNoRoom {
+			c.st.writeDrops.Add(1)
+		} else {
+			c.st.writeErrors.Add(1)
+		}
+		return
+	}
+	tmp := f.Name()
+	_, err1 := f.WriteAt(hdr, 0)
+	_, err2 := f.WriteAt(data, int64(len(hdr)))
+	err3 := f.Close()
+	if err1 != nil || err2 != nil || err3 != nil {
+		c.st.writeErrors.Add(1)
+		c.abort(tmp, n)
+		return
+	}
+	ok, err := c.commit(tmp, name, n)
+	if err != nil {
+		c.st.writeErrors.Add(1)
+		return
+	}
+	if ok {
+		c.st.writtenEntries.Add(1)
+		c.st.writtenBytes.Add(n)
+		c.pruneVersions(k)
+	}
+}
+
+// inodeOf returns the inode number of path.
+func inodeOf(path string) (uint64, bool) {
+	var st syscall.Stat_t
+	if syscall.Lstat(path, &st) != nil {
+		return 0, false
+	}
+	return st.Ino, true
+}

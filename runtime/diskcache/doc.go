@@ -1,0 +1,59 @@
+// Package diskcache is MemTier's disk cache tier (DESIGN.md, "Tiers and
+// sources"): blocks of remote objects kept in a local directory (e.g. an
+// NVMe) across runs and processes, between the DRAM cache and the remote
+// source. It is off unless a directory is configured (EnvDir, EnvBytes).
+//
+// Layering: diskcache imports runtime/remote, runtime/source and
+// runtime/errs; the engine wraps its remote.Source in a Source when a
+// directory is set. Open, and so every Object and its Version, stay the
+// remote Source's: the DRAM cache above keys blocks exactly as before.
+//
+// Entries. One file per block of BlockBytes (4 MiB, see DefaultBlockBytes)
+// of one object version, named <32 hex of SHA-256(identity)>-<16 hex of
+// SHA-256(validator, size)>-<block index, 8 hex>.blk. The identity is
+// remote.Client.Address (s3: endpoint, bucket, key; http(s): the URL
+// without X-Amz-* query parameters); the validator is the ETag, else the
+// Last-Modified header; an object with neither is not cached. The header
+// (entry.go) repeats the identity, with any query replaced by a hash, the
+// validator, offset, length, object size and a CRC-32C of the payload, so
+// no credential or presigned query reaches a file name or a header.
+//
+// Validation: a read looks only for entries of the Object's own validator,
+// so an overwritten object (new ETag) misses and is fetched; writing its
+// first new entry removes the old version's entries (Stats.StaleEntries),
+// and any left behind age out by eviction. An entry whose size, header or
+// checksum is wrong (torn, truncated, corrupt) is never served: it is
+// counted (Stats.CorruptEntries), deleted and refetched.
+//
+// Crash safety: an entry is written to a temporary file (".tmp-*") in the
+// directory, then renamed into place, so a reader sees it whole or not at
+// all. No fsync (see put): the checks above catch what a power loss can
+// leave. Temporary files older than 10 minutes are a dead writer's and are
+// removed by the next scan.
+//
+// Budget and eviction, across processes: the lock file
+// (memtier-diskcache.lock, flock LOCK_EX) serializes every change to the
+// set of files and records the bytes they hold (file sizes, headers and
+// temporary files included). A writer reserves its entry's bytes under the
+// lock, creating the temporary file at full size, so the directory never
+// holds more than the budget at any instant, whatever the number of
+// processes; when a reservation does not fit, the writer scans the
+// directory and removes entries, oldest "used" first, down to 15/16 of the
+// budget. "Used" is an entry's mtime: set when written, and moved to now by
+// a hit when older than a second (utimensat), so it is visible to every
+// process and survives restarts; atime is not used because relatime and
+// noatime mounts do not keep it. Processes with different budgets each
+// enforce their own when they write. Readers take no lock: rename and
+// unlink never tear a file a reader has open.
+//
+// Writes: by default a read returns as soon as its bytes are in the
+// caller's buffer; copies of the fetched blocks wait in a queue of at most
+// QueueBytes (64 MiB) for one background goroutine to write them
+// (write-behind), and blocks that do not fit are dropped, never waited
+// for. Options.Synchronous writes them before the read returns.
+//
+// Failures: a directory that cannot be created or written fails Open with
+// a clear error (the engine then logs one warning and reads without the
+// disk cache: a cache must not fail a read the source can serve). Errors
+// while caching are counted (Stats.WriteErrors) and never fail a read.
+package diskcache

@@ -1,0 +1,68 @@
+package diskcache
+
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/memtier/memtier/runtime/errs"
+)
+
+// Environment variables that turn the disk cache on (runtime/config lists
+// them among the MEMTIER_* names it knows).
+const (
+	// EnvDir names the cache directory; unset or empty: no disk cache.
+	EnvDir = "MEMTIER_DISK_CACHE_DIR"
+	// EnvBytes is the budget in bytes (K, M, G, T or KiB... suffixes,
+	// powers of 1024); unset: DefaultBudgetBytes, capped at half the free
+	// space (see DefaultBudgetBytes).
+	EnvBytes = "MEMTIER_DISK_CACHE_BYTES"
+)
+
+// OptionsFromEnv reads EnvDir and EnvBytes through getenv. on is false
+// when EnvDir is unset or empty (the disk cache is off). Errors:
+// errs.InvalidArg naming the variable for a budget that is not a byte size
+// or is 0.
+func OptionsFromEnv(getenv func(string) string) (o Options, on bool, err error) {
+	o.Dir = strings.TrimSpace(getenv(EnvDir))
+	if o.Dir == "" {
+		return o, false, nil
+	}
+	if v := getenv(EnvBytes); strings.TrimSpace(v) != "" {
+		n, err := parseBytes(v)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("0: want a positive budget (unset %s to turn the disk cache off)", EnvDir)
+		}
+		if err != nil {
+			return o, false, errs.New(errs.InvalidArg, "disk cache", "%s=%q: %v", EnvBytes, v, err)
+		}
+		o.BudgetBytes = n
+	}
+	return o, true, nil
+}
+
+// parseBytes parses digits with an optional K, M, G, T (or KiB, MiB, GiB,
+// TiB) suffix, powers of 1024, as the other MEMTIER_* sizes.
+func parseBytes(v string) (uint64, error) {
+	s := strings.ToUpper(strings.TrimSpace(v))
+	mult := uint64(1)
+suffixes:
+	for i, suf := range []string{"K", "M", "G", "T"} {
+		for _, form := range []string{suf + "IB", suf} {
+			if strings.HasSuffix(s, form) {
+				s, mult = strings.TrimSuffix(s, form), 1<<(10*(i+1))
+				break suffixes
+			}
+		}
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a byte size (digits with an optional K, M, G, T or KiB, MiB, GiB, TiB suffix, powers of 1024)")
+	}
+	hi, lo := bits.Mul64(n, mult)
+	if hi != 0 {
+		return 0, fmt.Errorf("byte size overflows 64 bits")
+	}
+	return lo, nil
+}

@@ -1,0 +1,46 @@
+package diskcache
+
+import "sync/atomic"
+
+// counters are a Cache's statistics (atomic).
+type counters struct {
+	hitBlocks, hitBytes, missBlocks, missBytes atomic.Uint64
+	writtenEntries, writtenBytes               atomic.Uint64
+	evictedEntries, evictedBytes               atomic.Uint64
+	staleEntries, corruptEntries               atomic.Uint64
+	writeDrops, writeErrors                    atomic.Uint64
+}
+
+// Stats are a Cache's counters since Open (this process, this Cache), and
+// two gauges. Blocks are counted once per request that needed them.
+type Stats struct {
+	HitBlocks      uint64 // blocks served from an entry on disk
+	HitBytes       uint64 // bytes of requests served from disk (the requested part of each hit block)
+	MissBlocks     uint64 // blocks not on disk (or corrupt), fetched from the remote source
+	MissBytes      uint64 // bytes fetched from the remote source for missed blocks (whole blocks)
+	WrittenEntries uint64 // entries written (renamed into place)
+	WrittenBytes   uint64 // bytes of those entries, headers included
+	EvictedEntries uint64 // entries removed to keep the budget
+	EvictedBytes   uint64 // bytes of those entries
+	StaleEntries   uint64 // entries of an older version of an object removed when a newer one was written
+	CorruptEntries uint64 // torn, truncated or corrupt entries detected on read, deleted and refetched
+	WriteDrops     uint64 // blocks not written: the write-behind queue was full, or the entry exceeds the budget
+	WriteErrors    uint64 // blocks not written because of a file system error (disk full, I/O error)
+	UsedBytes      uint64 // gauge: bytes the directory held when this Cache last held its lock
+	BudgetBytes    uint64 // gauge: the budget this Cache enforces
+}
+
+// Stats returns a snapshot of the counters. Safe for concurrent use; each
+// field is read atomically, not the whole set at one instant.
+func (c *Cache) Stats() Stats {
+	s := &c.st
+	return Stats{
+		HitBlocks: s.hitBlocks.Load(), HitBytes: s.hitBytes.Load(),
+		MissBlocks: s.missBlocks.Load(), MissBytes: s.missBytes.Load(),
+		WrittenEntries: s.writtenEntries.Load(), WrittenBytes: s.writtenBytes.Load(),
+		EvictedEntries: s.evictedEntries.Load(), EvictedBytes: s.evictedBytes.Load(),
+		StaleEntries: s.staleEntries.Load(), CorruptEntries: s.corruptEntries.Load(),
+		WriteDrops: s.writeDrops.Load(), WriteErrors: s.writeErrors.Load(),
+		UsedBytes: c.used.Load(), BudgetBytes: c.budget,
+	}
+}
