@@ -30,8 +30,9 @@ const (
 	// holds, measured at Open.
 	DefaultBudgetBytes = 10 << 30
 	// DefaultQueueBytes bounds the payload bytes waiting in the
-	// write-behind queue; a block that does not fit is not cached (counted
-	// in Stats.WriteDrops) rather than making the reader wait.
+	// write-behind queue; a block that does not fit is written by its
+	// reader (Stats.InlineWrites), so memory stays bounded and every
+	// fetched block is cached.
 	DefaultQueueBytes = 64 << 20
 	// DefaultReadWorkers is the number of goroutines that read hit blocks
 	// of one request in parallel (the engine's IOThreads default).

@@ -238,7 +238,8 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 const fetchWorkers = remote.DefaultMaxConcurrency
 
 // store caches data as block idx of k: written now (Synchronous), or
-// queued, as a copy when data is the caller's (borrowed), else as is.
+// queued, as a copy when data is the caller's (borrowed), else as is; when
+// the queue is full the caller's goroutine writes it.
 func (s *Source) store(k *Key, idx uint64, data []byte, borrowed bool) {
 	if s.c.opts.Synchronous {
 		s.c.put(k, idx, data)
@@ -252,7 +253,11 @@ func (s *Source) store(k *Key, idx uint64, data []byte, borrowed bool) {
 		copy(cp, data)
 		data = cp
 	}
-	s.c.wb.add(k, idx, data)
+	if !s.c.wb.add(k, idx, data) {
+		s.c.st.inlineWrites.Add(1)
+		s.c.put(k, idx, data) // the queue is full: write it here (back-pressure)
+		s.c.putBuf(data)
+	}
 }
 
 // ReadNoWait reports false: even a block on disk may wait for the device.

@@ -388,3 +388,35 @@ func TestReadPastEndAndEmpty(t *testing.T) {
 		t.Fatalf("empty read: %v", err)
 	}
 }
+
+// TestFullQueueWritesInline: with a write-behind queue of one block, a read
+// of 12 blocks still caches all 12 (the reader writes what does not fit)
+// and the next instance over the directory makes no block GET.
+func TestFullQueueWritesInline(t *testing.T) {
+	want := pattern(12*testBlock, 9)
+	srv := newObjServer(t, want, `"q"`)
+	dir := t.TempDir()
+	s := newStack(t, testOptions(), Options{Dir: dir, QueueBytes: testBlock})
+	if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
+		t.Fatal("bytes differ")
+	}
+	s.c.Flush()
+	st := s.c.Stats()
+	if st.MissBlocks != 12 || st.WrittenEntries != 12 || st.WriteDrops != 0 || st.InlineWrites == 0 {
+		t.Fatalf("stats %+v: want 12 misses, 12 entries written, 0 drops, some inline writes", st)
+	}
+	if names, _ := entries(t, dir); len(names) != 12 {
+		t.Fatalf("%d entries on disk, want 12", len(names))
+	}
+	before := srv.gets.Load()
+	s2 := newStack(t, testOptions(), Options{Dir: dir})
+	if got := s2.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
+		t.Fatal("second instance: bytes differ")
+	}
+	if st := s2.c.Stats(); st.HitBlocks != 12 || st.MissBlocks != 0 {
+		t.Fatalf("second instance stats %+v: want 12 hits", st)
+	}
+	if n := srv.gets.Load() - before; n != 1 {
+		t.Fatalf("second instance made %d GETs, want 1 (its Open)", n)
+	}
+}

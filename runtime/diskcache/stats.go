@@ -8,7 +8,7 @@ type counters struct {
 	writtenEntries, writtenBytes               atomic.Uint64
 	evictedEntries, evictedBytes               atomic.Uint64
 	staleEntries, corruptEntries               atomic.Uint64
-	writeDrops, writeErrors                    atomic.Uint64
+	writeDrops, writeErrors, inlineWrites      atomic.Uint64
 }
 
 // Stats are a Cache's counters since Open (this process, this Cache), and
@@ -24,7 +24,8 @@ type Stats struct {
 	EvictedBytes   uint64 // bytes of those entries
 	StaleEntries   uint64 // entries of an older version of an object removed when a newer one was written
 	CorruptEntries uint64 // torn, truncated or corrupt entries detected on read, deleted and refetched
-	WriteDrops     uint64 // blocks not written: the write-behind queue was full, or the entry exceeds the budget
+	WriteDrops     uint64 // blocks not written: the entry exceeds the budget
+	InlineWrites   uint64 // blocks the reader wrote itself because the write-behind queue was full
 	WriteErrors    uint64 // blocks not written because of a file system error (disk full, I/O error)
 	UsedBytes      uint64 // gauge: bytes the directory held when this Cache last held its lock
 	BudgetBytes    uint64 // gauge: the budget this Cache enforces
@@ -40,7 +41,7 @@ func (c *Cache) Stats() Stats {
 		WrittenEntries: s.writtenEntries.Load(), WrittenBytes: s.writtenBytes.Load(),
 		EvictedEntries: s.evictedEntries.Load(), EvictedBytes: s.evictedBytes.Load(),
 		StaleEntries: s.staleEntries.Load(), CorruptEntries: s.corruptEntries.Load(),
-		WriteDrops: s.writeDrops.Load(), WriteErrors: s.writeErrors.Load(),
+		WriteDrops: s.writeDrops.Load(), WriteErrors: s.writeErrors.Load(), InlineWrites: s.inlineWrites.Load(),
 		UsedBytes: c.used.Load(), BudgetBytes: c.budget,
 	}
 }
