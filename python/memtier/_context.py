@@ -190,6 +190,59 @@ def _fname(path: PathType) -> str:
         return repr(path)
 
 
+#: The URL schemes the library reads remotely (runtime/remote); any other
+#: name is a local path.
+_URL_PREFIXES = ("s3://", "http://", "https://")
+
+
+def _is_url(path: Any) -> bool:
+    """Whether ``path`` names a remote object (``s3://``, ``http://``,
+    ``https://``, any case): such names are read by the library, never looked
+    up with ``os.stat``/``open`` (which would look for a local file of that
+    name). False for anything that is not a path."""
+    try:
+        s = os.fsdecode(path)
+    except TypeError:
+        return False
+    return s[:8].lower().startswith(_URL_PREFIXES)
+
+
+_SIZE_IN_EOF = None  # re of the size in the library's past-end message, compiled on first use
+
+
+def _object_size(ctx: "Context", path: PathType, where: str) -> int:
+    """The size in bytes of ``path`` as the library sees it (a URL: from the
+    object's Content-Range at open; no extra request once it is open).
+
+    The C API has no size call yet, so this reads one byte at the largest
+    offset and takes the size from the EndOfFileError the library answers
+    with ("runs past end of file (size N)", runtime/engine checkEOF). Any
+    other failure (not found, permission...) is raised as the library gave it."""
+    global _SIZE_IN_EOF
+    import re
+
+    if _SIZE_IN_EOF is None:
+        _SIZE_IN_EOF = re.compile(r"runs past end of file \(size (\d+)\)")
+    h = ctx._handle()
+    buf = ctx._ffi.new("char[]", 1)
+    rc = ctx._lib.memtier_read(h, _cpath(path), (1 << 63) - 2, 1, buf, TARGET_CPU)
+    if rc == _errors.ERR_EOF:
+        detail = _ffi.error_texts(rc)[1]
+        m = _SIZE_IN_EOF.search(detail or "")
+        if m:
+            return int(m.group(1))
+        ctx._fail(rc, where, path, TARGET_CPU, detail)
+    if rc:
+        ctx._fail(rc, where, path)
+    raise make_error(_errors.ERR_INTERNAL, where, "%s: a read past 2^63 - 2 succeeded" % _fname(path))
+
+
+def _read_object(ctx: "Context", path: PathType, where: str) -> bytes:
+    """Every byte of ``path`` read through the library (a small object: an
+    index, a JSON file), for the helpers that would ``open()`` a local file."""
+    return ctx.read(path, 0, _object_size(ctx, path, where))
+
+
 def _is_torch_tensor(obj: Any) -> bool:
     mod = type(obj).__module__ or ""
     return (mod == "torch" or mod.startswith("torch.")) and hasattr(obj, "data_ptr")
@@ -1538,7 +1591,9 @@ class Context:
         end = off + size
         if size == 0 or size > CHUNK_BYTES:
             try:
-                fsize = os.stat(path).st_size
+                # A URL is one call: its size is the library's to find (no
+                # local file of that name is looked up).
+                fsize = None if _is_url(path) else os.stat(path).st_size
             except (OSError, TypeError, ValueError):
                 fsize = None
             if fsize is not None:

@@ -31,6 +31,14 @@ else:
     _Base = object
 
 
+def _url_or_abspath(path: Any, is_url: Callable[[Any], bool]) -> str:
+    """``path`` as a str: a URL unchanged, a local path made absolute."""
+    p = os.fspath(path)
+    if is_url(p):
+        return os.fsdecode(p)
+    return os.path.abspath(p)
+
+
 class _ProcState(_samples._ProcState):
     """What one process uses to read: its own Context, or the pread fallback
     on its own descriptor, and its pool of batch buffers."""
@@ -53,10 +61,16 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         ``<u8``, ``<i4`` or ``<u4``, C order) or a text file with one
         ``offset length`` pair of decimal integers per line (``#`` comments and
         blank lines skipped); offsets and lengths in bytes. Parsed and validated
-        here, in Python, without loading libmemtier.so.
+        here, in Python, without loading libmemtier.so. May be a URL
+        (``s3://bucket/key``, ``http(s)://...``), read through the library.
     data_file : str or os.PathLike
         The file the ranges refer to. Only ``stat``-ed here (its size bounds
-        the ranges); it is opened in each process at its first read.
+        the ranges); it is opened in each process at its first read. May be
+        a URL, whose size the library asks the server for. A URL among the
+        two files loads libmemtier.so in the building process, so forked
+        DataLoader workers cannot read through MemTier and, a URL having no
+        ``os.pread`` fallback, raise :class:`memtier.ForkError`: use
+        ``multiprocessing_context="spawn"`` or ``"forkserver"``.
     target : str
         ``"cpu"`` (default), or ``"cuda"``/``"cuda:N"``: samples are 1-D
         ``torch.uint8`` CUDA tensors read straight into GPU memory by the
@@ -163,28 +177,63 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         elif t != "cpu":
             raise ValueError("MemTierDataset: unknown target %r (want \"cpu\" or \"cuda[:N]\")" % (target,))
         opts = _samples._check_options(transform, context_options)
-        self._index_file = os.path.abspath(os.fspath(index_file))
-        self._data_file = os.path.abspath(os.fspath(data_file))
-        st = os.stat(self._data_file)
-        if _stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(21, "MemTierDataset: data file is a directory", self._data_file)
-        self._data_size = int(st.st_size)
-        self._ranges = _index.parse_index(self._index_file, self._data_size)
-        self._ranges.setflags(write=False)
+        from ._context import _is_url
+
+        # URLs (s3://, http(s)://) stay as given; local paths are made absolute.
+        self._index_file = _url_or_abspath(index_file, _is_url)
+        self._data_file = _url_or_abspath(data_file, _is_url)
         self._target = t
         self.transform = transform
         self._init_proc(opts, fork_fallback)
+        if _is_url(self._data_file) or _is_url(self._index_file):
+            self._open_remote()
+        else:
+            st = os.stat(self._data_file)
+            if _stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(21, "MemTierDataset: data file is a directory", self._data_file)
+            self._data_size = int(st.st_size)
+            self._ranges = _index.parse_index(self._index_file, self._data_size)
+        self._ranges.setflags(write=False)
+
+    def _open_remote(self) -> None:
+        """The data size and the index of a dataset with a URL among its two
+        files, read through this process's Context (so this process loads
+        libmemtier.so now: DataLoader workers forked from it cannot use the
+        pread fallback for a URL, see _start_fallback). The index is parsed
+        by the same parser as a local one."""
+        from ._context import _is_url, _object_size, _read_object
+
+        st = self._state()
+        if st.ctx is None:
+            raise _errors.make_error(
+                _errors.ERR_FORKED,
+                "MemTierDataset: cannot open %s in this process (pid %d): it was forked after its "
+                "parent loaded libmemtier.so" % (self._data_file, os.getpid()),
+                hint="build the dataset in the parent (before forking) or in a spawned process")
+        where = "MemTierDataset"
+        if _is_url(self._data_file):
+            self._data_size = _object_size(st.ctx, self._data_file, where)
+        else:
+            fst = os.stat(self._data_file)
+            if _stat.S_ISDIR(fst.st_mode):
+                raise IsADirectoryError(21, "MemTierDataset: data file is a directory", self._data_file)
+            self._data_size = int(fst.st_size)
+        if _is_url(self._index_file):
+            data = _read_object(st.ctx, self._index_file, where)
+            self._ranges = _index.parse_index_bytes(data, self._data_size, path=self._index_file)
+        else:
+            self._ranges = _index.parse_index(self._index_file, self._data_size)
 
     # ------------------------------------------------------------ properties
 
     @property
     def index_file(self) -> str:
-        """Absolute path of the index file."""
+        """Absolute path of the index file (a URL as given)."""
         return self._index_file
 
     @property
     def data_file(self) -> str:
-        """Absolute path of the data file."""
+        """Absolute path of the data file (a URL as given)."""
         return self._data_file
 
     @property
@@ -226,6 +275,16 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     _FORK_ADVICE = "don't use MemTier in the parent before forking, "
 
     def _start_fallback(self, st: _ProcState) -> None:
+        from ._context import _is_url
+
+        if _is_url(self._data_file):
+            # os.pread has no URL to read: only the library reads objects.
+            raise _errors.make_error(
+                _errors.ERR_FORKED,
+                "MemTierDataset: cannot read %s in this process (pid %d): it was forked after its "
+                "parent loaded libmemtier.so, and the os.pread fallback reads local files only"
+                % (self._data_file, os.getpid()),
+                hint="create the DataLoader with multiprocessing_context=\"spawn\" or \"forkserver\"")
         st.fd = _samples._open_rdonly(self._data_file)
 
     def _fallback_message(self, err: BaseException) -> str:

@@ -103,11 +103,15 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
     Parameters
     ----------
     urls : str, bytes, os.PathLike, or a sequence of them
-        Local paths of ``.tar`` shards (POSIX ustar, GNU long names, pax).
-        Each is indexed here; ``__url__`` of its samples is the path as given.
-        Brace patterns (``shard-{000..009}.tar``) are not expanded: pass the
-        list (e.g. ``list(braceexpand.braceexpand(pattern))``); URLs other
-        than local files are not supported.
+        Local paths or ``s3://``, ``http://``, ``https://`` URLs of ``.tar``
+        shards (POSIX ustar, GNU long names, pax). Each is indexed here (a
+        URL's headers with ranged reads); ``__url__`` of its samples is the
+        path as given. Brace patterns (``shard-{000..009}.tar``) are not
+        expanded: pass the list (e.g.
+        ``list(braceexpand.braceexpand(pattern))``); ``pipe:`` specs and
+        other URL schemes are refused. Forked workers have no ``os.pread``
+        fallback for a URL: use ``multiprocessing_context="spawn"`` or
+        ``"forkserver"``.
     transform : callable, optional
         Applied to each sample dict by ``__getitem__`` / ``__getitems__``.
         Must pickle if the dataset goes to spawn/forkserver workers.
@@ -181,14 +185,20 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
             if not isinstance(u, (str, bytes, os.PathLike)):
                 raise TypeError("TarShardDataset: shard paths must be str, bytes or os.PathLike, got %r" % (u,))
         opts = _samples._check_options(transform, context_options)
+        from ._context import _is_url
+
         self._urls = [os.fsdecode(u) for u in shards]
-        self._paths = [os.path.abspath(u) for u in self._urls]
+        # s3:// and http(s):// shards are read by the library as given;
+        # local paths are made absolute.
+        self._paths = [u if _is_url(u) else os.path.abspath(u) for u in self._urls]
         for u in self._urls:
-            if "://" in u or u.startswith("pipe:"):
+            if not _is_url(u) and ("://" in u or u.startswith("pipe:")):
                 raise ValueError(
-                    "TarShardDataset: %r is a URL or a pipe: spec; TarShardDataset reads local .tar "
-                    "files only so far (download the shards, or read objects with memtier.read)" % u)
+                    "TarShardDataset: %r is a pipe: spec or a URL of a scheme MemTier does not read; "
+                    "shards are local .tar files or s3://, http:// and https:// objects" % u)
         for u, p in zip(self._urls, self._paths):
+            if _is_url(u):
+                continue  # memtier_dataset_open_tar reports a missing object
             try:
                 mode = os.stat(p).st_mode
             except FileNotFoundError:
@@ -332,6 +342,19 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
             "MemTier, create the DataLoader with multiprocessing_context=\"spawn\" or "
             "\"forkserver\". (%s)" % (self._urls[0], err)
         )
+
+    def _start_fallback(self, st: _ProcState) -> None:
+        from ._context import _is_url
+
+        urls = [u for u in self._urls if _is_url(u)]
+        if urls:
+            # os.pread has no URL to read: only the library reads objects.
+            raise _errors.make_error(
+                _errors.ERR_FORKED,
+                "TarShardDataset: cannot read %s in this process (pid %d): it was forked after its "
+                "parent loaded libmemtier.so (building a TarShardDataset does), and the os.pread "
+                "fallback reads local files only" % (urls[0], os.getpid()),
+                hint="create the DataLoader with multiprocessing_context=\"spawn\" or \"forkserver\"")
 
     def _shard(self, st: _ProcState, s: int) -> _Shard:
         return _samples._once(st.shards, st.lock, s, _Shard, st.ctx, self._paths[s])

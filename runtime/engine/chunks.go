@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 
 	"github.com/memtier/memtier/runtime/errs"
-	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/remote"
+	"github.com/memtier/memtier/runtime/source"
 )
 
 // Chunk is one object of LoadChunks (a RAG chunk, a KV-cache block, a tensor):
@@ -46,7 +47,8 @@ func (c *Context) LoadTensor(path string, off, size uint64, dst []byte, target i
 // ReadNoAdmit keeps the buffered path (row 17).
 const chunkFlags = policy.ReadNoAdmit
 
-// LoadChunks reads every chunk of path into its Dst. Chunks are sorted by
+// LoadChunks reads every chunk of path (a local file or a URL) into its Dst.
+// Chunks are sorted by
 // offset, adjacent ones are read together with one preadv straight into their
 // destinations, chunks larger than a task are split into task-size pieces,
 // and the units run in parallel on the context's I/O workers. Each chunk gets
@@ -119,6 +121,12 @@ func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, r
 		}
 	}
 	switch {
+	case len(valid) > 0 && target == policy.TargetCUDA && remote.HasScheme(path):
+		// As readGPU answers a URL: the CUDA target reads local files only
+		// so far (its staged plan of a remote object is untested).
+		for _, i := range valid {
+			l.fail(i, errRemoteHere(path))
+		}
 	case len(valid) > 0 && target == policy.TargetCUDA:
 		l.runGPU(path, valid, want)
 	case len(valid) > 0:
@@ -132,12 +140,12 @@ func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, r
 	return nil
 }
 
-// open acquires path for the valid chunks, checking it is still version
-// want (0: any). On failure every valid chunk fails with the error and open
-// returns nil; otherwise the caller releases the file.
-func (l *chunkLoad) open(path string, valid []int, want uint64) *files.File {
-	f, err := l.c.acquire(path)
-	if err == nil && want != 0 && f.ID != want {
+// open opens path (a local file or a URL) for the valid chunks, checking it
+// is still version want (0: any). On failure every valid chunk fails with
+// the error and open returns nil; otherwise the caller releases the object.
+func (l *chunkLoad) open(path string, valid []int, want uint64) source.Object {
+	f, err := l.c.openTrusting(path, l.c.trust)
+	if err == nil && want != 0 && f.Version() != want {
 		f.Release()
 		err = errChanged(path)
 	}
@@ -191,7 +199,7 @@ func (l *chunkLoad) run(path string, valid []int, want uint64) {
 
 // addPiece registers one piece of the large chunk i, deciding the chunk's
 // path once for its whole size (a piece alone is below direct_threshold).
-func (l *chunkLoad) addPiece(f *files.File, i int) {
+func (l *chunkLoad) addPiece(f source.Object, i int) {
 	if l.pieces == nil {
 		l.pieces = map[int]*pieceState{}
 	}

@@ -11,7 +11,7 @@ import (
 // serveUnit serves one unit of LoadChunks and finalizes its chunks. Failures
 // are per chunk, never returned: Run stops handing out units after an error,
 // and one bad chunk must not cost the others.
-func (l *chunkLoad) serveUnit(f *files.File, u *chunkUnit) {
+func (l *chunkLoad) serveUnit(f source.Object, u *chunkUnit) {
 	l.c.st.CoalescedReads.Add(1)
 	switch {
 	case u.piece:
@@ -31,7 +31,7 @@ func (l *chunkLoad) serveUnit(f *files.File, u *chunkUnit) {
 // what prefetch put there; measured on 100k random 4-64 KiB chunks that made
 // load_chunks slower than a Python pread loop. Hot chunks belong in the cache
 // through memtier_prefetch or memtier_readv, which admit.
-func (l *chunkLoad) serveOne(f *files.File, i int) {
+func (l *chunkLoad) serveOne(f source.Object, i int) {
 	e := &l.ch[i]
 	s, err := guarded(func() (served, error) {
 		return l.c.serve(f, e.Off, e.Size, e.Dst[:e.Size], policy.ReadNoAdmit, false)
@@ -46,7 +46,7 @@ func (l *chunkLoad) serveOne(f *files.File, i int) {
 
 // servePiece serves one task-size piece of a large chunk by the path decided
 // for the whole chunk; the last piece to finish finalizes the chunk.
-func (l *chunkLoad) servePiece(f *files.File, u *chunkUnit) {
+func (l *chunkLoad) servePiece(f source.Object, u *chunkUnit) {
 	i := u.members[0]
 	e := &l.ch[i]
 	p := l.pieces[i]
@@ -80,9 +80,9 @@ func (l *chunkLoad) servePiece(f *files.File, u *chunkUnit) {
 // ALWAYS (on a file system that takes O_DIRECT) or REQUIRED every uncached
 // byte must go O_DIRECT, which preadv into unaligned caller buffers cannot
 // do, so the chunks are served one by one (REQUIRED then reports a refusal).
-func (l *chunkLoad) serveRun(f *files.File, u *chunkUnit) {
+func (l *chunkLoad) serveRun(f source.Object, u *chunkUnit) {
 	c := l.c
-	if mode := c.pol.DirectMode; mode == policy.DirectRequired || mode == policy.DirectAlways && !f.DirectRefused() {
+	if mode := c.pol.DirectMode; mode == policy.DirectRequired || mode == policy.DirectAlways && !c.src.DirectRefused(f) {
 		for _, i := range u.members {
 			l.serveOne(f, i)
 		}
@@ -124,14 +124,20 @@ func (l *chunkLoad) serveRun(f *files.File, u *chunkUnit) {
 
 // readStretch reads adjacent chunks (members, in file order) with one preadv.
 // A file that shrank since the size check fails the chunks past its new end.
-func (l *chunkLoad) readStretch(f *files.File, members []int) {
+// A remote object has no preadv: readStretchRemote.
+func (l *chunkLoad) readStretch(f source.Object, members []int) {
 	c := l.c
+	lf, local := f.(*files.File)
+	if !local {
+		l.readStretchRemote(f, members)
+		return
+	}
 	bufs := make([][]byte, len(members))
 	for k, i := range members {
 		bufs[k] = l.ch[i].Dst[:l.ch[i].Size]
 	}
 	lo := l.ch[members[0]].Off
-	got, err := c.rd.ReadBufferedV(f, bufs, int64(lo))
+	got, err := c.rd.ReadBufferedV(lf, bufs, int64(lo))
 	end := lo + uint64(got)
 	for _, i := range members {
 		e := &l.ch[i]
@@ -142,8 +148,36 @@ func (l *chunkLoad) readStretch(f *files.File, members []int) {
 		case err != nil:
 			l.fail(i, err)
 		default:
-			l.fail(i, source.Shrunk(f, e.Off, e.Size))
+			l.fail(i, source.Shrunk(lf, e.Off, e.Size))
 		}
+	}
+}
+
+// readStretchRemote reads adjacent chunks of a remote object with one read
+// of the source (a round trip per request: the source splits it into
+// parallel ranged GETs) into a buffer of the stretch's size, at most one
+// task (planChunks), then copies each chunk out.
+func (l *chunkLoad) readStretchRemote(f source.Object, members []int) {
+	c := l.c
+	first, last := &l.ch[members[0]], &l.ch[members[len(members)-1]]
+	buf := make([]byte, last.Off+last.Size-first.Off)
+	_, err := guarded(func() (served, error) {
+		if _, err := c.src.ReadAt(f, buf, first.Off, source.PathBuffered); err != nil {
+			return served{}, err
+		}
+		for _, i := range members {
+			e := &l.ch[i]
+			copy(e.Dst[:e.Size], buf[e.Off-first.Off:])
+		}
+		return served{}, nil
+	})
+	for _, i := range members {
+		if err != nil {
+			l.fail(i, err)
+			continue
+		}
+		c.account(served{buffered: l.ch[i].Size})
+		l.done(i)
 	}
 }
 
@@ -161,7 +195,7 @@ func guarded(fn func() (served, error)) (s served, err error) {
 
 // copyCached copies [off, off+len(dst)) out of the DRAM cache if every block
 // of it is valid, counting one hit per block; otherwise it copies nothing.
-func (c *Context) copyCached(f *files.File, off uint64, dst []byte) bool {
+func (c *Context) copyCached(f source.Object, off uint64, dst []byte) bool {
 	bs := c.cache.BlockSize()
 	end := off + uint64(len(dst))
 	first, last := off/bs, (end-1)/bs
@@ -173,7 +207,7 @@ func (c *Context) copyCached(f *files.File, off uint64, dst []byte) bool {
 		}
 	}()
 	for idx := first; idx <= last; idx++ {
-		b := c.cache.Touch(f.ID, idx)
+		b := c.cache.Touch(f.Version(), idx)
 		if b == nil {
 			return false
 		}

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/objects"
+	"github.com/memtier/memtier/runtime/remote"
 )
 
 // Dataset is a list of samples, byte ranges of one data file: a packed
@@ -20,8 +22,8 @@ type Dataset struct {
 }
 
 // OpenDataset opens the packed dataset dataPath described by indexPath
-// (objects.ParseIndexFile, every record checked against the data file's
-// size). Errors: errs.Format for an index that does not parse or has a record
+// (objects.ParseIndex, every record checked against the data file's size);
+// either may be a local path or a URL (s3://, http(s)://). Errors: errs.Format for an index that does not parse or has a record
 // past the data file's end, the open errors of Read for either file,
 // errs.InvalidArg for an empty path, errs.Closed.
 func (c *Context) OpenDataset(dataPath, indexPath string) (*Dataset, error) {
@@ -32,20 +34,41 @@ func (c *Context) OpenDataset(dataPath, indexPath string) (*Dataset, error) {
 	if dataPath == "" || indexPath == "" {
 		return nil, errs.New(errs.InvalidArg, "dataset_open", "empty path")
 	}
-	f, err := c.acquireStrict(dataPath)
+	f, err := c.openTrusting(dataPath, files.TrustNone) // validated at open (doc.go)
 	if err != nil {
 		return nil, err
 	}
-	size, version := f.Ident.Size, f.ID
+	size, version := int64(f.Size()), f.Version()
 	f.Release()
-	recs, err := objects.ParseIndexFile(indexPath, size)
+	recs, err := c.parseIndex(indexPath, size)
 	if err != nil {
 		return nil, err
 	}
 	return &Dataset{Path: dataPath, Records: recs, c: c, version: version}, nil
 }
 
-// OpenTarDataset opens the tar shard path (objects.ParseTar). The member list
+// parseIndex parses the index file indexPath of a data file of dataSize
+// bytes: a local file as objects.ParseIndexFile reads it (its open errors,
+// a directory refused), a URL through the context's sources with ranged
+// reads (objectReader).
+func (c *Context) parseIndex(indexPath string, dataSize int64) ([]objects.Record, error) {
+	if !remote.HasScheme(indexPath) {
+		return objects.ParseIndexFile(indexPath, dataSize)
+	}
+	f, err := c.openTrusting(indexPath, files.TrustNone)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release()
+	recs, err := objects.ParseIndex(c.metaReader(f), int64(f.Size()), dataSize)
+	if err != nil {
+		return nil, stampPath(err, displayName(f))
+	}
+	return recs, nil
+}
+
+// OpenTarDataset opens the tar shard path, a local file or a URL
+// (objects.ParseTar over ranged reads of the object). The member list
 // is kept by the context per file version (at most maxTarIndexes shards), so
 // opening the same shard again reads no headers. Errors: errs.Format for a
 // malformed archive, the open errors of Read, errs.InvalidArg, errs.Closed.
@@ -57,20 +80,20 @@ func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
 	if path == "" {
 		return nil, errs.New(errs.InvalidArg, "dataset_open_tar", "empty path")
 	}
-	f, err := c.acquireStrict(path)
+	f, err := c.openTrusting(path, files.TrustNone) // validated at open (doc.go)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Release()
-	key := tarKey{path: path, version: f.ID}
+	key := tarKey{path: f.Name(), version: f.Version()}
 	members := c.tars.get(key)
 	if members == nil {
-		if members, err = objects.ParseTar(fileReader{c, f}, f.Ident.Size); err != nil {
-			return nil, stampPath(err, path)
+		if members, err = objects.ParseTar(c.metaReader(f), int64(f.Size())); err != nil {
+			return nil, stampPath(err, displayName(f))
 		}
 		c.tars.put(key, members)
 	}
-	return &Dataset{Path: path, Members: members, c: c, version: f.ID}, nil
+	return &Dataset{Path: path, Members: members, c: c, version: f.Version()}, nil
 }
 
 // Len is the number of samples.

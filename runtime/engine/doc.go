@@ -22,7 +22,7 @@
 //
 // Freshness: Context.trust (from config.Options.Freshness) and
 // policy.ReadImmutable say how long an open file is trusted without a check;
-// handle opens always check (acquireStrict).
+// handle opens always check (openTrusting with files.TrustNone).
 //
 // Concurrency: every method is safe for concurrent use. Each public call holds
 // a read lock on the context for its duration; Close takes the write lock, so

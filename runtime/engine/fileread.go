@@ -6,24 +6,79 @@ import (
 
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/source"
 )
 
-// fileReader reads an acquired File's descriptor as an io.ReaderAt for the
-// format parsers (safetensors headers, tar members): the bytes parsed are
-// those of the version whose ID a handle then remembers, even if the path is
-// replaced meanwhile. Metadata reads are not counted as read requests.
-type fileReader struct {
-	c *Context
-	f *files.File
+// metaWindow is how much of a remote object one metadata read fetches when
+// the parser asks for less: tar headers sit a member apart and the parser
+// reads a few KiB around each, so one ranged GET of 1 MiB answers the headers
+// of every member under it instead of one round trip per header (a member
+// larger than the window costs one GET for its header). The first
+// remote.DefaultOpenBytes of an object are already held by its Object, so a
+// small safetensors header costs no GET at all.
+const metaWindow = 1 << 20
+
+// objectReader reads an open object as an io.ReaderAt for the format parsers
+// (safetensors headers, tar members, index files): the bytes parsed are those
+// of the version whose ID a handle then remembers, even if the name is
+// replaced meanwhile. Metadata reads are not counted as read requests. Not
+// safe for concurrent use (one parser at a time): it keeps the last window
+// of a remote object.
+type objectReader struct {
+	c      *Context
+	o      source.Object
+	win    []byte // remote objects: the last window read, at winOff
+	winOff uint64
 }
 
-// ReadAt reads len(p) bytes at off; fewer only at end of file, with io.EOF.
-func (r fileReader) ReadAt(p []byte, off int64) (int, error) {
-	n, err := r.c.rd.PreadFull(r.f.FD, p, off, r.f.Path, false, 0)
-	if err != nil {
-		return n, err
+// metaReader returns the reader of o's metadata (objectReader).
+func (c *Context) metaReader(o source.Object) *objectReader {
+	return &objectReader{c: c, o: o}
+}
+
+// ReadAt reads len(p) bytes at off; fewer only at the object's end, with
+// io.EOF. A local file is read with pread on its descriptor; a remote object
+// through the source, in windows of metaWindow.
+func (r *objectReader) ReadAt(p []byte, off int64) (int, error) {
+	if f, ok := r.o.(*files.File); ok {
+		n, err := r.c.rd.PreadFull(f.FD, p, off, f.Path, false, 0)
+		if err != nil {
+			return n, err
+		}
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
 	}
-	if n < len(p) {
+	size := r.o.Size()
+	if off < 0 || uint64(off) >= size {
+		if len(p) == 0 && off >= 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	start := uint64(off)
+	want := min(uint64(len(p)), size-start)
+	if start < r.winOff || start+want > r.winOff+uint64(len(r.win)) {
+		if want >= metaWindow {
+			if _, err := r.c.src.ReadAt(r.o, p[:want], start, source.PathBuffered); err != nil {
+				return 0, err
+			}
+			return r.done(int(want), len(p))
+		}
+		win := make([]byte, min(metaWindow, size-start))
+		if _, err := r.c.src.ReadAt(r.o, win, start, source.PathBuffered); err != nil {
+			return 0, err
+		}
+		r.win, r.winOff = win, start
+	}
+	n := copy(p[:want], r.win[start-r.winOff:])
+	return r.done(n, len(p))
+}
+
+// done is ReadAt's answer for n bytes read of the asked for.
+func (r *objectReader) done(n, asked int) (int, error) {
+	if n < asked {
 		return n, io.EOF
 	}
 	return n, nil

@@ -125,11 +125,6 @@ func (c *Context) acquire(path string) (*files.File, error) {
 	return c.acquireTrusting(path, c.trust)
 }
 
-// acquireFlags is acquire for a read with flags (trustFor).
-func (c *Context) acquireFlags(path string, flags uint32) (*files.File, error) {
-	return c.acquireTrusting(path, c.trustFor(flags))
-}
-
 // trustFor is how long a read with flags trusts an open version without a
 // check: READ_IMMUTABLE trusts it as last checked, else the context's
 // freshness setting decides.
@@ -140,15 +135,9 @@ func (c *Context) trustFor(flags uint32) time.Duration {
 	return c.trust
 }
 
-// acquireStrict is acquire that always checks the file: handle opens, whose
-// offsets are bound to the version they parse ("validated at open").
-func (c *Context) acquireStrict(path string) (*files.File, error) {
-	return c.acquireTrusting(path, files.TrustNone)
-}
-
-// acquireTrusting opens a local file (the calls that need its descriptor:
-// chunks, datasets, handles, readv, the GPU target); a URL is
-// errs.Unsupported there so far.
+// acquireTrusting opens a local file for the calls that need its
+// descriptor (the GPU target's reads); a URL is errs.Unsupported there so
+// far. Every other call opens through openTrusting and takes URLs.
 func (c *Context) acquireTrusting(path string, trust time.Duration) (*files.File, error) {
 	if remote.IsURL(path) {
 		return nil, errRemoteHere(path)
@@ -167,8 +156,14 @@ func (c *Context) openFlags(path string, flags uint32) (source.Object, error) {
 }
 
 // openTrusting opens path through the context's sources and drops the cache
-// blocks of a version that changed since it was cached.
+// blocks of a version that changed since it was cached. A URL is copied
+// first: the remote source keeps the name it opened (its table of versions,
+// the Object's name), and the caller's string may be a view of C memory
+// (capi viewPath); the descriptor table copies local paths itself.
 func (c *Context) openTrusting(path string, trust time.Duration) (source.Object, error) {
+	if remote.HasScheme(path) {
+		path = strings.Clone(path)
+	}
 	obj, stale, err := c.src.Open(path, trust)
 	if err != nil {
 		return nil, err
@@ -241,7 +236,7 @@ func (c *Context) serve(f source.Object, off, size uint64, dst []byte, flags uin
 
 // serveDecided is serve with the path and admission already decided (a piece
 // of a chunk decided as a whole).
-func (c *Context) serveDecided(f *files.File, off uint64, dst []byte, path int, admit bool) (served, error) {
+func (c *Context) serveDecided(f source.Object, off uint64, dst []byte, path int, admit bool) (served, error) {
 	var p plan
 	d := policy.Decision{Path: path, Admit: admit}
 	c.makePlan(&p, f, off, uint64(len(dst)), 0, planOpts{decided: &d})

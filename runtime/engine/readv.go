@@ -6,8 +6,9 @@ import (
 
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/errs"
-	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/remote"
+	"github.com/memtier/memtier/runtime/source"
 )
 
 // IOVec is one element of a vectored read. Result is set to Size on success
@@ -30,7 +31,7 @@ const phase1ParallelMin = 64
 func (c *Context) maxCoalesce() uint64 { return c.opts.TaskBytes }
 
 type readvGroup struct {
-	f       *files.File
+	f       source.Object
 	members []int // indices into v, sorted by offset
 	lo, hi  uint64
 	done    bool // served in phase 1
@@ -38,8 +39,10 @@ type readvGroup struct {
 
 // ReadV serves every element of v; elements of the same file are sorted by
 // offset and adjacent or overlapping ones are coalesced into one read (gaps are
-// never read), and the groups run in parallel, SmallIODepth at a time. Each
-// element gets its own Result; the returned error is the lowest-index failure.
+// never read), and the groups run in parallel, SmallIODepth at a time. An
+// element's path may be a URL (s3://, http(s)://): those are read through
+// the plan path beside the local batch (readvRemote). Each element gets its
+// own Result; the returned error is the lowest-index failure.
 func (c *Context) ReadV(v []IOVec, target int, flags uint32) error {
 	if err := c.enter(); err != nil {
 		return err
@@ -81,46 +84,35 @@ func (c *Context) ReadV(v []IOVec, target int, flags uint32) error {
 	if len(gpuIdx) > 0 {
 		c.readvGPU(v, gpuIdx)
 	}
-	var groups []readvGroup
-	var opened []*files.File
-	inline := c.cache != nil && c.cache.Resident() > 0
+	// URLs never enter the local batch (io_uring and RWF_NOWAIT are about
+	// local files): they run through the plan path on their own goroutine,
+	// SmallIODepth at a time, while the local groups batch (readvRemote).
+	var remoteIdx [][]int
 	for path, idx := range byPath {
-		f, err := c.acquireFlags(path, flags)
-		if err != nil {
-			for _, i := range idx {
-				fail(i, err)
-			}
-			continue
+		if remote.HasScheme(path) {
+			remoteIdx = append(remoteIdx, idx)
+			delete(byPath, path)
 		}
-		opened = append(opened, f)
-		rest := idx[:0]
-		for _, i := range idx {
-			if err := checkEOF(f, v[i].Off, v[i].Size); err != nil {
-				fail(i, err)
-				continue
-			}
-			rest = append(rest, i)
-		}
-		idx = rest
-		if inline {
-			idx = c.readvInline(f, v, idx)
-		}
-		sortByOffset(v, idx)
-		// At most one group per element left after the inline pass: one
-		// allocation instead of doubling appends (31 KB per 256-element
-		// cache-off call, the most readv allocated), none when all hit.
-		groups = slices.Grow(groups, len(idx))
-		var g *readvGroup
-		for k, i := range idx {
-			e := &v[i]
-			end := e.Off + e.Size
-			if g != nil && e.Off <= g.hi && max(g.hi, end)-g.lo <= c.maxCoalesce() {
-				g.members = idx[k-len(g.members) : k+1]
-				g.hi = max(g.hi, end)
-				continue
-			}
-			groups = append(groups, readvGroup{f: f, members: idx[k : k+1], lo: e.Off, hi: end})
-			g = &groups[len(groups)-1]
+	}
+	waitRemote := func() {}
+	if len(remoteIdx) > 0 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.readvRemote(v, remoteIdx, flags, fail)
+		}()
+		// Also on a panic out of the local passes: ReadV must not return
+		// while the goroutine still writes into the caller's elements.
+		waitRemote = func() { <-done }
+		defer waitRemote()
+	}
+	var groups []readvGroup
+	var opened []source.Object
+	inline := c.cache != nil && c.cache.Resident() > 0
+	for _, idx := range byPath {
+		var f source.Object
+		if f, groups = c.readvPrepare(v, idx, flags, inline, groups, fail); f != nil {
+			opened = append(opened, f)
 		}
 	}
 	defer func() {
@@ -146,14 +138,9 @@ func (c *Context) ReadV(v []IOVec, target int, flags uint32) error {
 		})
 	}
 	if runErr != nil { // a recovered panic: mark what was not finished
-		for _, g := range groups {
-			for _, i := range g.members {
-				if v[i].Result == 0 && v[i].Err == nil {
-					fail(i, runErr)
-				}
-			}
-		}
+		failUnfinished(v, groups, runErr, fail)
 	}
+	waitRemote()
 	for i := range v {
 		if v[i].Err != nil {
 			return v[i].Err
@@ -162,13 +149,72 @@ func (c *Context) ReadV(v []IOVec, target int, flags uint32) error {
 	return nil
 }
 
+// readvPrepare opens path, the name of the elements idx of v, as a read
+// with flags does; fails the elements past its end (and all of them when
+// the open fails); with inline, copies those the DRAM cache holds whole
+// (readvInline); and appends the coalesced groups of the rest to groups. It
+// returns the object the groups read, which the caller releases (nil when
+// the open failed), and groups.
+func (c *Context) readvPrepare(v []IOVec, idx []int, flags uint32, inline bool, groups []readvGroup,
+	fail func(int, error)) (source.Object, []readvGroup) {
+	f, err := c.openFlags(v[idx[0]].Path, flags)
+	if err != nil {
+		for _, i := range idx {
+			fail(i, err)
+		}
+		return nil, groups
+	}
+	rest := idx[:0]
+	for _, i := range idx {
+		if err := checkEOF(f, v[i].Off, v[i].Size); err != nil {
+			fail(i, err)
+			continue
+		}
+		rest = append(rest, i)
+	}
+	idx = rest
+	if inline {
+		idx = c.readvInline(f, v, idx)
+	}
+	sortByOffset(v, idx)
+	// At most one group per element left after the inline pass: one
+	// allocation instead of doubling appends (31 KB per 256-element
+	// cache-off call, the most readv allocated), none when all hit.
+	groups = slices.Grow(groups, len(idx))
+	var g *readvGroup
+	for k, i := range idx {
+		e := &v[i]
+		end := e.Off + e.Size
+		if g != nil && e.Off <= g.hi && max(g.hi, end)-g.lo <= c.maxCoalesce() {
+			g.members = idx[k-len(g.members) : k+1]
+			g.hi = max(g.hi, end)
+			continue
+		}
+		groups = append(groups, readvGroup{f: f, members: idx[k : k+1], lo: e.Off, hi: end})
+		g = &groups[len(groups)-1]
+	}
+	return f, groups
+}
+
+// failUnfinished fails, with err (a recovered panic), every member of groups
+// that has no result yet.
+func failUnfinished(v []IOVec, groups []readvGroup, err error, fail func(int, error)) {
+	for _, g := range groups {
+		for _, i := range g.members {
+			if v[i].Result == 0 && v[i].Err == nil {
+				fail(i, err)
+			}
+		}
+	}
+}
+
 // readvInline copies the elements idx of v that the DRAM cache holds whole
 // (no I/O, no blocking) on the caller's thread and returns the others. A hit
 // is a memcpy, cheaper than any hand-off: splitting 256 cached 4 KiB
 // elements over the 2 CPUs of the build VM measured slower from Python
 // (131-137 µs against 84-90 µs per batch), as the second thread's wake-up and
 // the shared memory bandwidth cost more than the copies it takes over.
-func (c *Context) readvInline(f *files.File, v []IOVec, idx []int) []int {
+func (c *Context) readvInline(f source.Object, v []IOVec, idx []int) []int {
 	rest := idx[:0]
 	for _, i := range idx {
 		if !c.readInline(f, &v[i]) {
@@ -180,7 +226,7 @@ func (c *Context) readvInline(f *files.File, v []IOVec, idx []int) []int {
 
 // readInline serves element e with no I/O when the DRAM cache
 // holds all of it, and reports whether it did.
-func (c *Context) readInline(f *files.File, e *IOVec) bool {
+func (c *Context) readInline(f source.Object, e *IOVec) bool {
 	var p plan
 	c.makePlan(&p, f, e.Off, e.Size, 0, planOpts{cachedOnly: true})
 	if p.cached != e.Size {

@@ -3,7 +3,8 @@ package engine
 // URLs through the engine: read, prefetch and explain of http:// objects
 // served by a plain range-serving server (net/http's ServeContent answers
 // Range with 206 and Content-Range, and If-Match against the ETag); the S3
-// side of runtime/remote is tested against versitygw in that package.
+// side of runtime/remote is tested against versitygw in that package, and
+// every other API that takes a path in remote_apis_test.go.
 
 import (
 	"bytes"
@@ -117,12 +118,13 @@ func TestRemoteErrors(t *testing.T) {
 	if err := c.Read(missing, 0, 10, dst, policy.TargetCPU, 0); code(err) != errs.NotFound {
 		t.Fatalf("missing object: %v", err)
 	}
-	v := []IOVec{{Path: url, Off: 0, Size: 10, Dst: dst}}
-	if err := c.ReadV(v, policy.TargetCPU, 0); code(err) != errs.Unsupported || !strings.Contains(err.Error(), "local files only") {
-		t.Fatalf("readv of a URL: %v", err)
-	}
 	if err := c.Read(url, 0, 10, dst, policy.TargetCUDA, 0); code(err) != errs.Unsupported {
 		t.Fatalf("CUDA read of a URL: %v", err)
+	}
+	// The CUDA target reads local files only so far, in chunk loads too
+	// (without a GPU backend the GPU's reason comes first).
+	if err := c.LoadChunks(url, []Chunk{{Off: 0, Size: 10, Dst: dst}}, policy.TargetCUDA); code(err) != errs.Unsupported {
+		t.Fatalf("CUDA chunk load of a URL: %v", err)
 	}
 }
 

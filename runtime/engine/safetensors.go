@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/objects"
 )
 
@@ -16,13 +17,15 @@ type SafetensorsFile struct {
 	*objects.Safetensors
 	Path    string
 	c       *Context
-	version uint64 // files.File.ID at open
+	version uint64 // the object's Version at open
 }
 
 // OpenSafetensors reads and validates path's header (objects.ParseSafetensors
-// with the reference limits) through the context's descriptor table.
-// Errors: errs.Format for a malformed file, the open errors of Read,
-// errs.InvalidArg for an empty path, errs.Closed.
+// with the reference limits): a local file through the context's descriptor
+// table, a URL (s3://, http(s)://) with ranged reads of the object (its
+// first bytes come with the open, objectReader). Errors: errs.Format for a
+// malformed file, the open errors of Read, errs.InvalidArg for an empty
+// path, errs.Closed.
 func (c *Context) OpenSafetensors(path string) (*SafetensorsFile, error) {
 	if err := c.enter(); err != nil {
 		return nil, err
@@ -31,16 +34,16 @@ func (c *Context) OpenSafetensors(path string) (*SafetensorsFile, error) {
 	if path == "" {
 		return nil, errs.New(errs.InvalidArg, "safetensors_open", "empty path")
 	}
-	f, err := c.acquireStrict(path)
+	f, err := c.openTrusting(path, files.TrustNone) // validated at open (doc.go)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Release()
-	st, err := objects.ParseSafetensors(fileReader{c, f}, f.Ident.Size, objects.SafetensorsLimits{})
+	st, err := objects.ParseSafetensors(c.metaReader(f), int64(f.Size()), objects.SafetensorsLimits{})
 	if err != nil {
-		return nil, stampPath(err, path)
+		return nil, stampPath(err, displayName(f))
 	}
-	return &SafetensorsFile{Safetensors: st, Path: path, c: c, version: f.ID}, nil
+	return &SafetensorsFile{Safetensors: st, Path: path, c: c, version: f.Version()}, nil
 }
 
 // Load reads tensor i's payload into dst, which must hold at least its bytes

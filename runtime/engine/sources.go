@@ -157,20 +157,18 @@ func (s *sources) Resident(o source.Object, off, size uint64, samples int) (uint
 
 func (s *sources) DirectRefused(o source.Object) bool { return s.of(o).DirectRefused(o) }
 
-// ReadBatch batches local files only: readv, its one caller, opens local
-// files (acquireTrusting refuses URLs).
+// ReadBatch batches local files only: readv sends only its local groups to
+// the batch; URL elements go through readvRemote.
 func (s *sources) ReadBatch(b []source.BatchRead, nowait bool) (int, error) {
 	return s.local.ReadBatch(b, nowait)
 }
 
 func (s *sources) CanBatch() (bool, string) { return s.local.CanBatch() }
 
-// errRemoteHere is the error of a call that reads local files only so far,
-// given a URL.
+// errRemoteHere is the error of a call on the CUDA target given a URL.
 func errRemoteHere(name string) error {
 	return errs.At(errs.Unsupported, "open", remote.Redact(name), -1,
-		"s3:// and http(s):// objects are read by memtier_read (read_into), memtier_prefetch and "+
-			"memtier_explain so far; this call reads local files only")
+		"the CUDA target reads local files only so far; s3:// and http(s):// objects are read on the CPU target")
 }
 
 // displayName is o's name for messages: a URL with its query (a presigned

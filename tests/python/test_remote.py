@@ -1,7 +1,8 @@
 """URLs through the Python API (preview): read / read_into / prefetch of an
 http:// object served by a small range-serving server on 127.0.0.1 (206 with
 Content-Range, ETag, If-Match / If-None-Match), stopped by the test. The S3
-side is tested against versitygw in runtime/remote (ctest go_remote_versitygw)."""
+side is tested against versitygw in runtime/remote (ctest go_remote_versitygw),
+and every other API that takes a path in test_remote_apis.py."""
 
 from __future__ import annotations
 
@@ -87,6 +88,7 @@ def test_errors(url):
             ctx.read(url, len(DATA) - 10, 20)
         with pytest.raises(memtier.NotFoundError):
             ctx.read(url.replace("data.bin", "nope.bin"), 0, 10)
-        ranges = np.array([[0, 10]], dtype=np.uint64)
-        with pytest.raises(memtier.UnsupportedError, match="local files only"):
-            ctx.readv(url, ranges)
+        ranges = np.array([[0, 10], [len(DATA) - 5, 5]], dtype=np.uint64)
+        assert bytes(ctx.readv(url, ranges)) == DATA[:10] + DATA[-5:]  # back to back
+        with pytest.raises(memtier.NotFoundError):
+            ctx.readv(url.replace("data.bin", "nope.bin"), ranges)

@@ -17,7 +17,7 @@ import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import _context, _dtypes, _errors, _ffi
-from .._context import TARGET_CPU, TARGET_CUDA, Context, PathType, _cpath, _fname
+from .._context import TARGET_CPU, TARGET_CUDA, Context, PathType, _cpath, _fname, _is_url
 from .._errors import make_error
 from . import _header
 from ._alloc import PAGE, SUBBYTE, TensorInfo, alloc, alloc_each, dtype_of, storage_shape
@@ -140,11 +140,13 @@ class Handle:
         self.ctx = ctx
         self.path = path
         self.lock = threading.Lock()
-        try:
-            st = os.stat(p)
-            self.ident: Optional[Tuple[int, ...]] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        except OSError:
-            self.ident = None  # the library's open below reports the error
+        self.ident: Optional[Tuple[int, ...]] = None  # the library's open below reports an error
+        if not _is_url(p):  # a URL is no local file: the handle's loads check its version
+            try:
+                st = os.stat(p)
+                self.ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                pass
         out = ffi.new("memtier_safetensors_t **")
         rc = lib.memtier_safetensors_open(h, p, out)
         if rc:
@@ -274,6 +276,9 @@ class Handle:
         """Raise (like the library's "changed since open") if the file at the
         path is no longer the one opened; used around slice reads, which go
         through the path rather than the handle."""
+        if _is_url(self.path):
+            self._check_object_unchanged(where)
+            return
         try:
             st = os.stat(_cpath(self.path))
             now: Optional[Tuple[int, ...]] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -285,6 +290,21 @@ class Handle:
                              "modification time differ); open it again",
                              strerror=_ffi.strerror(_errors.ERR_IO), filename=_fname(self.path))
 
+
+    def _check_object_unchanged(self, where: str) -> None:
+        """check_unchanged for a URL, which has no stat: the handle's load of
+        its smallest non-empty tensor fails with "changed since open" once the
+        object is another version (its ETag), as every handle load does. One
+        ranged read of that tensor; nothing to check without payload."""
+        sizes = [(t.nbytes, i) for i, t in enumerate(self.infos) if t.nbytes]
+        if not sizes:
+            return
+        n, i = min(sizes)
+        ffi = self.ctx._ffi
+        buf = ffi.new("char[]", n)
+        rc = self.ctx._lib.memtier_safetensors_load(self.live(), i, buf, n, TARGET_CPU)
+        if rc:
+            self.ctx._fail(rc, where, self.path)
 
     def metadata(self, where: str) -> Optional[Dict[str, str]]:
         """The ``__metadata__`` strings; None when the header has none (absent
@@ -330,14 +350,23 @@ class PyHandle(Handle):
         self.path = path
         self.lock = threading.Lock()
         p = _cpath(path)
-        st = os.stat(p)
-        self.ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        head = ctx.read(path, 0, min(8, st.st_size)) if st.st_size else b""
+        if _is_url(p):
+            size = _context._object_size(ctx, path, where)  # no stat for an object
+            self.ident = None
+        else:
+            st = os.stat(p)
+            size = st.st_size
+            self.ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        head = ctx.read(path, 0, min(8, size)) if size else b""
         try:
-            n = _header.header_length(head, st.st_size, where)
-            parsed = _header.parse(ctx.read(path, 8, n), st.st_size, where)
+            n = _header.header_length(head, size, where)
+            text = ctx.read(path, 8, n)
+            parsed = _header.parse(text, size, where)
         except _errors.FormatError:
             raise refusal from None  # the reference refuses it too: the library's message
+        # A URL has no handle to check against: check_unchanged reads the
+        # header again and compares.
+        self._url_header = head + text if _is_url(p) else b""
         self.check_unchanged(where)
         base = parsed.data_start
         self.infos = [TensorInfo(e.name, e.dtype, e.shape, base + e.begin, e.end - e.begin)
@@ -347,6 +376,18 @@ class PyHandle(Handle):
         self._meta_present = parsed.metadata is not None
         self.h = True
         self.fin = weakref.finalize(self, lambda: None)
+
+    def _check_object_unchanged(self, where: str) -> None:
+        """check_unchanged for a URL parsed in Python: the header's bytes,
+        read again, must be those parsed (offsets of another header would
+        read another file's tensors)."""
+        hdr = self._url_header
+        now = self.ctx.read(self.path, 0, len(hdr)) if hdr else b""
+        if now != hdr:
+            raise make_error(_errors.ERR_IO, where,
+                             f"{_fname(self.path)}: the object changed since open (its header "
+                             "differs); open it again",
+                             strerror=_ffi.strerror(_errors.ERR_IO), filename=_fname(self.path))
 
     def load_one(self, i: int, torch: Any, where: str, device: Optional[str] = None) -> Any:
         info = self.infos[i]

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from .. import _context, _dtypes, _errors
-from .._context import TARGET_CPU, TARGET_CUDA, Context, PathType, _fname
+from .._context import TARGET_CPU, TARGET_CUDA, Context, PathType, _fname, _is_url, _read_object
 from ._alloc import TensorInfo, dtype_of, storage_shape
 from ._errors import StateDictError, as_reference, bridge
 from ._handle import Handle, check_backend, ctx_of, open_handle, parse_device, refuse_subbyte
@@ -63,14 +63,20 @@ class _Dest(NamedTuple):
     contiguous: bool
 
 
-def _shards(filename: PathType, where: str) -> Dict[str, Optional[Set[str]]]:
-    """path -> names the index assigns to it (None: a single file, all names)."""
+def _shards(filename: PathType, where: str, ctx: Context) -> Dict[str, Optional[Set[str]]]:
+    """path -> names the index assigns to it (None: a single file, all names).
+    A URL index (``s3://.../model.safetensors.index.json``) is read through
+    ``ctx``, and its shards are URLs beside it."""
     p = os.fsdecode(os.fspath(filename))
     if not p.endswith(".json"):
         return {p: None}
     try:
-        with open(p, "rb") as fh:  # a small JSON index, not payload
-            doc = json.loads(fh.read().decode("utf-8"))
+        if _is_url(p):
+            raw = _read_object(ctx, p, where)
+        else:
+            with open(p, "rb") as fh:  # a small JSON index, not payload
+                raw = fh.read()
+        doc = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise
     except (ValueError, UnicodeDecodeError) as e:
@@ -334,7 +340,7 @@ def load_into(state_dict_or_module: Any, filename: PathType, *, strict: bool = T
     try:
         plan: List[Tuple[Handle, List[Tuple[TensorInfo, Any]]]] = []
         seen: Set[str] = set()
-        for path, names in _shards(filename, where).items():
+        for path, names in _shards(filename, where, c).items():
             h = open_handle(c, path, where)
             handles.append(h)
             if names is not None:
@@ -527,7 +533,7 @@ def load_model(model: Any, filename: PathType, strict: bool = True, device: Any 
 
 def _file_names(filename: PathType, c: Context, where: str) -> Set[str]:
     names: Set[str] = set()
-    for path, sel in _shards(filename, where).items():
+    for path, sel in _shards(filename, where, c).items():
         if sel is not None:
             names.update(sel)
             continue
