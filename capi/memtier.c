@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* This file defines memtier_debug_hook, declared only in the testing part. */
+#define MEMTIER_TESTING_API
 #include "memtier.h"
 #include "_cgo_export.h"
 #include "bridge.h"
@@ -69,41 +71,8 @@ const char* memtier_last_error(void) {
     return p ? p : "";
 }
 
-const char* memtier_strerror(int status) {
-    switch (status) {
-    case MEMTIER_OK: return "success";
-    case MEMTIER_ERR_INVALID_ARG: return "invalid argument";
-    case MEMTIER_ERR_NOT_FOUND: return "file not found";
-    case MEMTIER_ERR_PERMISSION: return "permission denied";
-    case MEMTIER_ERR_EOF: return "range past end of file";
-    case MEMTIER_ERR_IO: return "I/O error";
-    case MEMTIER_ERR_NOMEM: return "out of memory";
-    case MEMTIER_ERR_UNSUPPORTED: return "unsupported in this build or configuration (e.g. GPU target)";
-    case MEMTIER_ERR_CLOSED: return "context or request is finalized or unknown";
-    case MEMTIER_ERR_BUSY: return "request still running";
-    case MEMTIER_ERR_TIMEOUT: return "timed out";
-    case MEMTIER_ERR_FORMAT: return "malformed input (file format, index or configuration value)";
-    case MEMTIER_ERR_IS_DIR: return "path is a directory";
-    case MEMTIER_ERR_INTERNAL: return "internal error (recovered panic)";
-    case MEMTIER_ERR_FORKED: return "called in a forked child process";
-    case MEMTIER_ERR_DIRECT_IO: return "O_DIRECT required but refused by the file system";
-    case MEMTIER_ERR_NOT_REGULAR: return "not a regular file (device, FIFO, socket, procfs/sysfs)";
-    }
-    return "unknown status";
-}
-
-const char* memtier_path_name(int path) {
-    switch (path) {
-    case MEMTIER_PATH_CACHE: return "cache";
-    case MEMTIER_PATH_BUFFERED: return "buffered";
-    case MEMTIER_PATH_DIRECT: return "direct";
-    case MEMTIER_PATH_GDS: return "gds";
-    case MEMTIER_PATH_STAGED: return "staged";
-    case MEMTIER_PATH_NONE: return "none";
-    case MEMTIER_PATH_HBM: return "hbm";
-    }
-    return "unknown";
-}
+/* memtier_strerror and memtier_path_name are generated from the header by
+ * tools/mtgen into zz_status.c. */
 
 const char* memtier_version(void) { return MEMTIER_VERSION_STRING; }
 

@@ -26,8 +26,29 @@
  * exec'd process (spawn / forkserver in Python).
  *
  * Stability: status values, struct layouts and function signatures below are
- * append-only: values are never renumbered, fields are only added at the end of
- * a struct, and a struct that grows is read or written through its size.
+ * append-only: values are never renumbered and fields are only added at the
+ * end of a struct. One ABI growth rule decides how a struct may grow:
+ *  - an input struct (the caller fills it: memtier_config_t,
+ *    memtier_prefetch_opts_t) carries uint32_t struct_size as its first field;
+ *    the library reads only those bytes and uses defaults for the rest;
+ *  - an output struct (the library fills it: memtier_stats_t,
+ *    memtier_config_t from memtier_get_config) is written through a size
+ *    argument (memtier_stats_sized, memtier_get_config): the library writes
+ *    min(that size, its own size) bytes and never past them;
+ *  - an array element (memtier_iovec_t, memtier_chunk_t) is frozen: its size
+ *    and layout never change; a new field means a new element type and call.
+ * Testing hooks, which only MemTier's own tests use, come last, after the
+ * stable part, and are declared only when MEMTIER_TESTING_API is defined
+ * before this header is included (as zstd.h gates ZSTD_STATIC_LINKING_ONLY).
+ *
+ * Single source: this header is the one place that defines the statuses and
+ * their texts, the flags, paths and modes, the config and stats fields and
+ * the version. tools/mtgen (`go generate ./...`) writes every other copy
+ * (the Go tables of capi, memtier_strerror, the Python cdef and constants,
+ * the README tables, the examples' name tables) from it, and its check mode
+ * (`go run ./tools/mtgen -check`, run by `go test ./...`) fails when one is
+ * stale. The generator reads the regular shapes used below: one enumerator
+ * or field per line, its comment after it, continued on lines of their own.
  */
 #ifndef MEMTIER_H
 #define MEMTIER_H
@@ -60,43 +81,70 @@ extern "C" {
 /* Status codes                                                           */
 /* ===================================================================== */
 
-/* memtier_status: 0 is success, errors are negative. Values are pinned. */
+/* memtier_status: 0 is success, errors are negative. Values are pinned. Each
+ * enumerator's comment starts with its memtier_strerror text in quotes, then
+ * says when a call returns it. */
 typedef enum memtier_status {
-    MEMTIER_OK = 0,
-    MEMTIER_ERR_INVALID_ARG = -1,   /* NULL pointer, bad flag, size overflow   */
-    MEMTIER_ERR_NOT_FOUND = -2,     /* ENOENT: the file does not exist         */
-    MEMTIER_ERR_PERMISSION = -3,    /* EACCES / EPERM on open                  */
-    MEMTIER_ERR_EOF = -4,           /* range runs past end of file             */
-    MEMTIER_ERR_IO = -5,            /* any other I/O error (EIO, EFAULT, ...)  */
-    MEMTIER_ERR_NOMEM = -6,         /* allocation failed                       */
-    MEMTIER_ERR_UNSUPPORTED = -7,   /* target or feature not in this build     */
-    MEMTIER_ERR_CLOSED = -8,        /* context or request already finalized    */
-    MEMTIER_ERR_BUSY = -9,          /* request still running                   */
-    MEMTIER_ERR_TIMEOUT = -10,      /* wait timed out; request still running   */
-    MEMTIER_ERR_FORMAT = -11,       /* malformed file format or config value   */
-    MEMTIER_ERR_IS_DIR = -12,       /* EISDIR: the path is a directory         */
-    MEMTIER_ERR_INTERNAL = -13,     /* a bug in MemTier (recovered panic)      */
-    MEMTIER_ERR_FORKED = -14,       /* called in a child after fork()          */
-    MEMTIER_ERR_DIRECT_IO = -15,    /* O_DIRECT required but refused by the fs */
-    MEMTIER_ERR_NOT_REGULAR = -16   /* device, FIFO, socket, or a procfs/sysfs */
-                                    /* file whose size is not real            */
+    MEMTIER_OK = 0,               /* "success" */
+    MEMTIER_ERR_INVALID_ARG = -1, /* "invalid argument": NULL pointer, unknown flag bit, */
+                                  /* offset + size overflow, a field out of range        */
+    MEMTIER_ERR_NOT_FOUND = -2,   /* "file not found": ENOENT, no such file or object    */
+    MEMTIER_ERR_PERMISSION = -3,  /* "permission denied": open refused (EACCES/EPERM)    */
+    MEMTIER_ERR_EOF = -4,         /* "range past end of file": the range runs past end   */
+                                  /* of file (never a silent short read)                 */
+    MEMTIER_ERR_IO = -5,          /* "I/O error": any other I/O error (EIO, EFAULT, ...) */
+    MEMTIER_ERR_NOMEM = -6,       /* "out of memory": allocation failed                  */
+    MEMTIER_ERR_UNSUPPORTED = -7, /* "unsupported in this build or configuration (e.g.   */
+                                  /* GPU target)": GPU target or TO_HBM without a usable */
+                                  /* libcuda, gds_mode REQUIRED without GDS, prefetch    */
+                                  /* with the cache off                                  */
+    MEMTIER_ERR_CLOSED = -8,      /* "context or request is finalized or unknown"        */
+    MEMTIER_ERR_BUSY = -9,        /* "request still running": memtier_request_test       */
+    MEMTIER_ERR_TIMEOUT = -10,    /* "timed out": wait timed out; request still running  */
+    MEMTIER_ERR_FORMAT = -11,     /* "malformed input (file format, index or             */
+                                  /* configuration value)": a malformed file format or   */
+                                  /* MEMTIER_* value                                     */
+    MEMTIER_ERR_IS_DIR = -12,     /* "path is a directory": EISDIR                       */
+    MEMTIER_ERR_INTERNAL = -13,   /* "internal error (recovered panic)": a bug in        */
+                                  /* MemTier; please report it                           */
+    MEMTIER_ERR_FORKED = -14,     /* "called in a forked child process": called in a     */
+                                  /* child after fork()                                  */
+    MEMTIER_ERR_DIRECT_IO = -15,  /* "O_DIRECT required but refused by the file system"  */
+    MEMTIER_ERR_NOT_REGULAR = -16 /* "not a regular file (device, FIFO, socket,          */
+                                  /* procfs/sysfs)": their sizes are not real            */
 } memtier_status;
 
-/* memtier_strerror: static English text for a status, never NULL. Unknown values
- * give "unknown status". Pure C: also works in a forked child. Thread-safe. */
+/* memtier_strerror: static English text of a status (the quoted text of its
+ * comment above), never NULL; unknown values give "unknown status".
+ * Returns:
+ *   the text (static storage: never free it)
+ * Thread safety: safe from any thread; pure C, so it also works in a forked
+ *   child.
+ * Since: 0.1. */
 MEMTIER_API const char* memtier_strerror(int status);
 
-/* memtier_last_error: detail of the last failed MemTier call on the calling thread
- * (path, offset, errno text), "" if none. The pointer stays valid until the next
- * MemTier call on this thread; copy it to keep it. Never NULL. Thread-safe (each
- * thread has its own message). */
+/* memtier_last_error: detail of the last failed MemTier call on the calling
+ * thread (path, offset, errno text), "" if none.
+ * Returns:
+ *   the text, never NULL; valid until the next MemTier call on this thread
+ *   (copy it to keep it)
+ * Thread safety: safe; each thread has its own message.
+ * Since: 0.1. */
 MEMTIER_API const char* memtier_last_error(void);
 
-/* memtier_version: the library's version string, e.g. "0.2.0". Compare with
- * MEMTIER_VERSION_STRING to detect a header/library mismatch. */
+/* memtier_version: the library's version string, e.g. "0.3.0". Compare with
+ * MEMTIER_VERSION_STRING to detect a header/library mismatch.
+ * Returns:
+ *   the version (static storage), never NULL
+ * Thread safety: safe from any thread.
+ * Since: 0.1. */
 MEMTIER_API const char* memtier_version(void);
 
-/* memtier_version_number: MEMTIER_VERSION_NUMBER of the library. */
+/* memtier_version_number: MEMTIER_VERSION_NUMBER of the library.
+ * Returns:
+ *   major * 10000 + minor * 100 + patch
+ * Thread safety: safe from any thread.
+ * Since: 0.1. */
 MEMTIER_API int memtier_version_number(void);
 
 /* ===================================================================== */
@@ -294,9 +342,11 @@ MEMTIER_API int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, si
  * MEMTIER_GDS_*); it never fills the DRAM cache. When it returns, the bytes
  * are on the device (no stream of the caller's is involved).
  * size 0 succeeds without touching dst (dst may be NULL then).
- * path may also be a URL (preview, CPU target; memtier_prefetch and
- * memtier_explain take them too, the other calls answer
- * MEMTIER_ERR_UNSUPPORTED): s3://bucket/key (SigV4 with the AWS_* environment
+ * path may also be a URL (preview, CPU target; every call that takes a path
+ * takes them too: readv elements, read_async, prefetch(_async), explain,
+ * load_tensor, load_chunks(_async), safetensors_open, dataset_open(_tar); the
+ * CUDA target answers MEMTIER_ERR_UNSUPPORTED): s3://bucket/key (SigV4 with
+ * the AWS_* environment as it was when the library loaded
  * and shared files; AWS_ENDPOINT_URL for S3-compatible servers, path-style)
  * or http(s)://host/path, read with ranged GETs in parallel parts pinned to
  * the object's ETag; remote bytes fill the DRAM cache like local ones, and
@@ -535,13 +585,14 @@ MEMTIER_API int memtier_request_next(memtier_request_t* req, int64_t timeout_ns,
  * it before returning and rejects with MEMTIER_ERR_FORMAT and a message in
  * memtier_last_error: file shorter than 8 bytes, N over 100,000,000 or past the
  * file, invalid UTF-8 or JSON, a header that is not an object, unknown dtype,
- * sub-byte dtypes (F4, F6_E2M3, F6_E3M2: "unsupported dtype"), a negative or
- * overflowing shape, shape x dtype size != e - b, ranges past the end,
+ * a negative or overflowing shape, shape x dtype bits that is not a whole
+ * number of bytes or != e - b (the packed sub-byte dtypes F4, F6_E2M3 and
+ * F6_E3M2 count 4 and 6 bits an element, dtype_bits), ranges past the end,
  * overlapping ranges, gaps between tensors, duplicate names, metadata that is
  * not string to string, and a file length other than 8 + N + data. Zero-element
  * tensors and files with only metadata are valid. Known dtypes: BOOL, U8, I8,
  * F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, I16, U16, F16, BF16,
- * I32, U32, F32, C64, I64, U64, F64, and the refused F4, F6_E2M3, F6_E3M2. */
+ * I32, U32, F32, C64, I64, U64, F64, F4, F6_E2M3, F6_E3M2. */
 typedef struct memtier_safetensors memtier_safetensors_t;
 
 /* One tensor of an open safetensors file. Pointers stay valid until the file
@@ -749,12 +800,27 @@ typedef struct memtier_stats {
 } memtier_stats_t;
 
 /* memtier_stats: fills the whole of *st (the layout above, never reading it
- * first: st may be uninitialised). Returns MEMTIER_OK, MEMTIER_ERR_INVALID_ARG,
- * MEMTIER_ERR_CLOSED. Thread-safe; counters are read without stopping I/O. */
+ * first: st may be uninitialised); see the macro below for which layout.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx or st)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context; counters are read
+ *   without stopping I/O, so fields may come from slightly different moments.
+ * Since: 0.1. */
 MEMTIER_API int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st);
 
-/* memtier_stats_sized: writes min(st_size, the library's stats size) bytes; use
- * it to read fields added in later versions. */
+/* memtier_stats_sized: memtier_stats that writes min(st_size, the library's
+ * stats size) bytes of *st (the output growth rule): pass
+ * sizeof(memtier_stats_t) to read the fields of this header.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx or st)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: as memtier_stats.
+ * Since: 0.1. */
 MEMTIER_API int memtier_stats_sized(memtier_ctx_t* ctx, memtier_stats_t* st, size_t st_size);
 
 /* Code compiled against this header fills every field of its memtier_stats_t:
@@ -766,20 +832,43 @@ MEMTIER_API int memtier_stats_sized(memtier_ctx_t* ctx, memtier_stats_t* st, siz
 
 /* memtier_stats_reset: sets every counter to 0 except cache_resident_bytes,
  * cache_budget_bytes, hbm_resident_bytes and hbm_budget_bytes, which describe
- * state. Thread-safe. */
+ * state.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context; a read running at
+ *   the same time may count before or after the reset.
+ * Since: 0.1. */
 MEMTIER_API int memtier_stats_reset(memtier_ctx_t* ctx);
 
 /* ===================================================================== */
-/* Testing hooks (not for production use)                                 */
+/* End of the stable API. Testing hooks (not for production use)          */
 /* ===================================================================== */
+
+/* Declared only for code that defines MEMTIER_TESTING_API before including
+ * this header (MemTier's own tests). The symbols are always exported, but
+ * they carry no stability promise: they may change or go in any release. */
+#ifdef MEMTIER_TESTING_API
 
 #define MEMTIER_DEBUG_PANIC_EXPORT 1 /* the call itself panics               */
 #define MEMTIER_DEBUG_PANIC_WORKER 2 /* the next read's worker panics         */
 
 /* memtier_debug_hook: triggers a test fault to prove panics become
  * MEMTIER_ERR_INTERNAL. Works only when the process started with
- * MEMTIER_TEST_HOOKS=1; otherwise returns MEMTIER_ERR_UNSUPPORTED. */
+ * MEMTIER_TEST_HOOKS=1.
+ * Returns:
+ *   MEMTIER_OK (MEMTIER_DEBUG_PANIC_WORKER armed)
+ *   MEMTIER_ERR_INTERNAL (MEMTIER_DEBUG_PANIC_EXPORT: the recovered panic)
+ *   MEMTIER_ERR_UNSUPPORTED (test hooks are off)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, unknown hook)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_debug_hook(memtier_ctx_t* ctx, int hook);
+
+#endif /* MEMTIER_TESTING_API */
 
 #ifdef __cplusplus
 }

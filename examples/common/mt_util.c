@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "mt_util.h"
+#include "mt_generated.h" /* status and stats lists, generated from memtier.h */
 
 #include <ctype.h>
 #include <errno.h>
@@ -1043,23 +1044,10 @@ void mt_check(int status, const char* what) {
 
 const char* mt_status_name(int status) {
     switch (status) {
-    case MEMTIER_OK: return "MEMTIER_OK";
-    case MEMTIER_ERR_INVALID_ARG: return "MEMTIER_ERR_INVALID_ARG";
-    case MEMTIER_ERR_NOT_FOUND: return "MEMTIER_ERR_NOT_FOUND";
-    case MEMTIER_ERR_PERMISSION: return "MEMTIER_ERR_PERMISSION";
-    case MEMTIER_ERR_EOF: return "MEMTIER_ERR_EOF";
-    case MEMTIER_ERR_IO: return "MEMTIER_ERR_IO";
-    case MEMTIER_ERR_NOMEM: return "MEMTIER_ERR_NOMEM";
-    case MEMTIER_ERR_UNSUPPORTED: return "MEMTIER_ERR_UNSUPPORTED";
-    case MEMTIER_ERR_CLOSED: return "MEMTIER_ERR_CLOSED";
-    case MEMTIER_ERR_BUSY: return "MEMTIER_ERR_BUSY";
-    case MEMTIER_ERR_TIMEOUT: return "MEMTIER_ERR_TIMEOUT";
-    case MEMTIER_ERR_FORMAT: return "MEMTIER_ERR_FORMAT";
-    case MEMTIER_ERR_IS_DIR: return "MEMTIER_ERR_IS_DIR";
-    case MEMTIER_ERR_INTERNAL: return "MEMTIER_ERR_INTERNAL";
-    case MEMTIER_ERR_FORKED: return "MEMTIER_ERR_FORKED";
-    case MEMTIER_ERR_DIRECT_IO: return "MEMTIER_ERR_DIRECT_IO";
-    case MEMTIER_ERR_NOT_REGULAR: return "MEMTIER_ERR_NOT_REGULAR";
+#define MT_STATUS_CASE(name) \
+    case name: return #name;
+        MT_STATUS_LIST(MT_STATUS_CASE)
+#undef MT_STATUS_CASE
     default: return "unknown status";
     }
 }
@@ -1072,20 +1060,8 @@ void mt_print_banner(const char* prog) {
                 memtier_version_number(), MEMTIER_VERSION_STRING, MEMTIER_VERSION_NUMBER);
 }
 
-/* Every counter of memtier_stats_t, in header order. S = state (not a counter). */
-#define MT_STATS_FIELDS(C, S)                                                              \
-    C(requests) C(bytes) C(cache_hit_requests) C(cache_hit_bytes) C(buffered_requests)     \
-    C(buffered_bytes) C(direct_requests) C(direct_bytes) C(gds_requests) C(gds_bytes)      \
-    C(staged_requests) C(staged_bytes) C(cache_hits) C(cache_misses) C(cache_evictions)    \
-    S(cache_resident_bytes) S(cache_budget_bytes) C(cache_inserted_bytes)                  \
-    C(prefetch_requests) C(prefetch_bytes) C(readv_calls) C(coalesced_reads)               \
-    C(storage_bytes) C(direct_fallbacks) C(bounce_bytes) C(eintr_retries)                  \
-    C(short_read_retries) C(async_requests) C(errors) C(files_opened) C(files_evicted)     \
-    C(stale_invalidations) C(hbm_hit_requests) C(hbm_hit_bytes) C(hbm_inserted_bytes)      \
-    C(hbm_evictions) S(hbm_resident_bytes) S(hbm_budget_bytes) C(gds_fallbacks)            \
-    C(h2d_bytes) C(h2d_ns) C(staged_read_ns) C(revalidations) C(readv_inline_hits)         \
-    C(readv_uring_batches) C(readv_uring_reads) C(readv_uring_fallback_off)                \
-    C(readv_uring_fallback_unavailable)
+/* MT_STATS_FIELDS(C, S), every field of memtier_stats_t in header order (S: state,
+ * not a counter), comes from mt_generated.h, generated from the header. */
 
 void mt_stats_print(FILE* f, const char* indent, const memtier_stats_t* st) {
     int col = 0;

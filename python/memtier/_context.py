@@ -13,10 +13,11 @@ import os
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from . import _cai_stream, _dtypes, _errors, _ffi
+from . import _cai_stream, _constants, _dtypes, _errors, _ffi
+from ._stats import Stats
 from ._errors import _check, make_error
 
 __all__ = [
@@ -44,23 +45,28 @@ PathType = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 #: array.array, numpy.ndarray), or a contiguous torch tensor.
 WritableBuffer = Any
 
-# Per-call hints (MEMTIER_READ_* of memtier.h; OR them).
-READ_DEFAULT = 0
-READ_ONCE = 1  #: do not admit the bytes into the DRAM cache
-READ_WILL_REUSE = 2  #: admit into the DRAM cache whatever the size
-READ_DIRECT = 4  #: prefer O_DIRECT for bytes not cached
-READ_BUFFERED = 8  #: never O_DIRECT for this call
+# Per-call hints (MEMTIER_READ_* of memtier.h; OR them), freshness settings
+# and targets: generated from the header into _constants.py. The READ_*
+# flags are members of the IntFlag ReadFlag (an int subclass, so they pass
+# to the C calls as they are).
+ReadFlag = _constants.ReadFlag
+READ_DEFAULT = _constants.READ_DEFAULT
+READ_ONCE = _constants.READ_ONCE  #: do not admit the bytes into the DRAM cache
+READ_WILL_REUSE = _constants.READ_WILL_REUSE  #: admit into the DRAM cache whatever the size
+READ_DIRECT = _constants.READ_DIRECT  #: prefer O_DIRECT for bytes not cached
+READ_BUFFERED = _constants.READ_BUFFERED  #: never O_DIRECT for this call
 #: trust the file as last checked: no freshness syscall for a file already open
 #: (the per-call form of ``freshness="open"``; the ``immutable=True`` keyword)
-READ_IMMUTABLE = 16
+READ_IMMUTABLE = _constants.READ_IMMUTABLE
+_READ_IMMUTABLE = int(READ_IMMUTABLE)  # the hot paths OR plain ints (an IntFlag op allocates)
 
 # Freshness of a context (MEMTIER_FRESHNESS_*; the ``freshness`` setting).
-FRESHNESS_STRICT = 0  #: every call checks the open file (one fstat): never stale
-FRESHNESS_INTERVAL = 1  #: a file checked < freshness_interval_ms ago is trusted
-FRESHNESS_OPEN = 2  #: checked when opened only: for immutable data
+FRESHNESS_STRICT = _constants.FRESHNESS_STRICT  #: every call checks the open file (one fstat): never stale
+FRESHNESS_INTERVAL = _constants.FRESHNESS_INTERVAL  #: a file checked < freshness_interval_ms ago is trusted
+FRESHNESS_OPEN = _constants.FRESHNESS_OPEN  #: checked when opened only: for immutable data
 
-TARGET_CPU = 0
-TARGET_CUDA = 1
+TARGET_CPU = _constants.TARGET_CPU
+TARGET_CUDA = _constants.TARGET_CUDA
 
 #: Reads larger than this are split into C calls of at most this many bytes,
 #: so that Ctrl-C (KeyboardInterrupt) lands between pieces: a Python signal
@@ -71,35 +77,16 @@ CHUNK_BYTES = 64 << 20
 # iovec array with cffi; longer ones (and numpy input) with numpy.
 _SMALL_READV = 40
 
-_DIRECT_MODES = {"auto": 0, "off": 1, "always": 2, "required": 3}
-_GDS_MODES = {"auto": 0, "off": 1, "required": 2}  # MEMTIER_GDS_*
-_FRESHNESS_MODES = {"strict": 0, "interval": 1, "open": 2}  # MEMTIER_FRESHNESS_*
+_DIRECT_MODES = _constants.DIRECT_MODES  # MEMTIER_DIRECT_*
+_GDS_MODES = _constants.GDS_MODES  # MEMTIER_GDS_*
+_FRESHNESS_MODES = _constants.FRESHNESS_MODES  # MEMTIER_FRESHNESS_*
 #: Config keys given by name (as the MEMTIER_* environment variables take them).
 _MODE_NAMES = {"direct_mode": _DIRECT_MODES, "gds_mode": _GDS_MODES,
                "freshness": _FRESHNESS_MODES}
 
-#: Context keyword -> C field (lowercase memtier_config_t field names).
-CONFIG_KEYS = (
-    "io_threads",
-    "cache_bytes",
-    "cache_block_bytes",
-    "cache_admit_max_bytes",
-    "task_bytes",
-    "direct_threshold_bytes",
-    "direct_mode",
-    "cache_enabled",
-    "max_open_files",
-    "gomaxprocs",
-    "gds_threshold_bytes",
-    "max_inflight_mib",
-    "small_io_depth",
-    "path_recheck_ms",
-    "hbm_cache_bytes",
-    "gds_mode",
-    "hbm_device",
-    "freshness",
-    "freshness_interval_ms",
-)
+#: Context keyword -> C field (lowercase memtier_config_t field names; generated
+#: from include/memtier.h into _constants.py).
+CONFIG_KEYS = _constants.CONFIG_FIELDS
 
 # ---------------------------------------------------------------------------
 # fork detection
@@ -584,77 +571,9 @@ def _check_bool(value: Any, keyword: str, api: str) -> bool:
 # result types
 
 
-@dataclass(frozen=True)
-class Stats:
-    """Counters of a context since it was created or :meth:`Context.reset_stats`.
-
-    Every field of ``memtier_stats_t`` with the same name; ``*_bytes`` are
-    bytes, ``*_ns`` nanoseconds, the others counts. ``revalidations``
-    counts freshness checks of files already open (one per read call and
-    file under ``freshness="strict"``, none under ``"open"`` or with
-    ``immutable=True``); ``readv_inline_hits`` counts readv elements copied
-    from the DRAM cache on the calling thread; ``readv_uring_*`` count
-    readv's io_uring batches and the readv calls that read one ``preadv2``
-    per element instead, by reason (``MEMTIER_IO_URING=0``, or the kernel
-    refused io_uring). A read larger than :data:`CHUNK_BYTES` counts as
-    one request per piece.
-    """
-
-    requests: int
-    bytes: int
-    cache_hit_requests: int
-    cache_hit_bytes: int
-    buffered_requests: int
-    buffered_bytes: int
-    direct_requests: int
-    direct_bytes: int
-    gds_requests: int
-    gds_bytes: int
-    staged_requests: int
-    staged_bytes: int
-    cache_hits: int
-    cache_misses: int
-    cache_evictions: int
-    cache_resident_bytes: int
-    cache_budget_bytes: int
-    cache_inserted_bytes: int
-    prefetch_requests: int
-    prefetch_bytes: int
-    readv_calls: int
-    coalesced_reads: int
-    storage_bytes: int
-    direct_fallbacks: int
-    bounce_bytes: int
-    eintr_retries: int
-    short_read_retries: int
-    async_requests: int
-    errors: int
-    files_opened: int
-    files_evicted: int
-    stale_invalidations: int
-    hbm_hit_requests: int
-    hbm_hit_bytes: int
-    hbm_inserted_bytes: int
-    hbm_evictions: int
-    hbm_resident_bytes: int
-    hbm_budget_bytes: int
-    gds_fallbacks: int
-    h2d_bytes: int
-    h2d_ns: int
-    staged_read_ns: int
-    revalidations: int
-    readv_inline_hits: int
-    readv_uring_batches: int
-    readv_uring_reads: int
-    readv_uring_fallback_off: int
-    readv_uring_fallback_unavailable: int
-
-    def as_dict(self) -> Dict[str, int]:
-        """The counters as a plain dict."""
-        return asdict(self)
-
-
-STATS_FIELDS = tuple(f.name for f in fields(Stats))
+# Stats (one field per memtier_stats_t field) is generated from include/memtier.h
+# into _stats.py by tools/mtgen.
+STATS_FIELDS = _constants.STATS_FIELDS
 
 
 @dataclass(frozen=True)
@@ -1205,7 +1124,7 @@ class Context:
         else:
             cd, n, target = _dest(self._ffi, buffer)
         if immutable is not False and _check_bool(immutable, "immutable", "memtier.read_into"):
-            flags |= 16  # READ_IMMUTABLE
+            flags |= _READ_IMMUTABLE
         if n <= CHUNK_BYTES:
             try:
                 rc = self._read_ex(h, p, offset, n, cd, target, flags)
@@ -1269,7 +1188,7 @@ class Context:
         except (KeyError, TypeError):
             p = _cpath(path)
         if immutable is not False and _check_bool(immutable, "immutable", "memtier.read"):
-            flags |= READ_IMMUTABLE
+            flags |= _READ_IMMUTABLE
         if size > CHUNK_BYTES:
             # Ask the library first whether the range can be read (end of
             # file, missing file): allocating gigabytes for a request that
@@ -1348,7 +1267,7 @@ class Context:
         except (KeyError, TypeError):
             p = _cpath(path)
         if immutable is not False and _check_bool(immutable, "immutable", "memtier.readv"):
-            flags |= READ_IMMUTABLE
+            flags |= _READ_IMMUTABLE
         if flags:
             flags = _check_off(flags, "flags", 32)
         tr = type(ranges)

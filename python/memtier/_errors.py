@@ -16,6 +16,30 @@ from __future__ import annotations
 import errno as _errno
 from typing import Callable, Dict, Optional, Type
 
+# memtier_status values, names and memtier_strerror texts: generated from
+# include/memtier.h into _constants.py (tools/mtgen).
+from ._constants import (  # noqa: F401  (re-exported: other modules use _errors.ERR_*)
+    ERR_BUSY,
+    ERR_CLOSED,
+    ERR_DIRECT_IO,
+    ERR_EOF,
+    ERR_FORKED,
+    ERR_FORMAT,
+    ERR_INTERNAL,
+    ERR_INVALID_ARG,
+    ERR_IO,
+    ERR_IS_DIR,
+    ERR_NOMEM,
+    ERR_NOT_FOUND,
+    ERR_NOT_REGULAR,
+    ERR_PERMISSION,
+    ERR_TIMEOUT,
+    ERR_UNSUPPORTED,
+    OK,
+    STATUS_NAMES,
+    STATUS_TEXTS,
+)
+
 __all__ = [
     "MemTierError",
     "InvalidArgumentError",
@@ -36,53 +60,10 @@ __all__ = [
     "STATUS_NAMES",
 ]
 
-# memtier_status values of include/memtier.h (pinned there; a test compares).
-OK = 0
-ERR_INVALID_ARG = -1
-ERR_NOT_FOUND = -2
-ERR_PERMISSION = -3
-ERR_EOF = -4
-ERR_IO = -5
-ERR_NOMEM = -6
-ERR_UNSUPPORTED = -7
-ERR_CLOSED = -8
-ERR_BUSY = -9
-ERR_TIMEOUT = -10
-ERR_FORMAT = -11
-ERR_IS_DIR = -12
-ERR_INTERNAL = -13
-ERR_FORKED = -14
-ERR_DIRECT_IO = -15
-ERR_NOT_REGULAR = -16
-
-#: status value -> short name (the C enumerator without ``MEMTIER_ERR_``).
-STATUS_NAMES: Dict[int, str] = {
-    OK: "OK",
-    ERR_INVALID_ARG: "INVALID_ARG",
-    ERR_NOT_FOUND: "NOT_FOUND",
-    ERR_PERMISSION: "PERMISSION",
-    ERR_EOF: "EOF",
-    ERR_IO: "IO",
-    ERR_NOMEM: "NOMEM",
-    ERR_UNSUPPORTED: "UNSUPPORTED",
-    ERR_CLOSED: "CLOSED",
-    ERR_BUSY: "BUSY",
-    ERR_TIMEOUT: "TIMEOUT",
-    ERR_FORMAT: "FORMAT",
-    ERR_IS_DIR: "IS_DIR",
-    ERR_INTERNAL: "INTERNAL",
-    ERR_FORKED: "FORKED",
-    ERR_DIRECT_IO: "DIRECT_IO",
-    ERR_NOT_REGULAR: "NOT_REGULAR",
-}
-
-# memtier_strerror() texts, used only when the library is not loaded (a load
-# failure, or a Python-side check); otherwise the C text is used.
-_FALLBACK_TEXT = {
-    ERR_CLOSED: "context or request is finalized or unknown",
-    ERR_FORKED: "called in a forked child process",
-    ERR_UNSUPPORTED: "unsupported in this build or configuration",
-}
+# memtier_strerror() texts used when the library is not loaded (a load
+# failure, or a Python-side check); otherwise the C text is used. Other
+# statuses then show their short name in lower case.
+_FALLBACK_TEXT = {s: STATUS_TEXTS[s] for s in (ERR_CLOSED, ERR_FORKED, ERR_UNSUPPORTED)}
 
 FORK_HINT = (
     "the Go runtime inside libmemtier.so does not survive fork(); use MemTier only in "

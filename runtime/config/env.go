@@ -39,6 +39,7 @@ var OtherVars = []OtherVar{
 	{"MEMTIER_UPDATE_SAFETENSORS_CORPUS", "Go tests: rewrite the safetensors corpus"},
 	{"MEMTIER_FILES_TEST_CHILD", "runtime/files tests: child process mode"},
 	{"MEMTIER_FILES_TEST_DIR", "runtime/files tests: child process input directory"},
+	{"MEMTIER_CGROUP_ROOT", "runtime/config (tests): a fake tree read instead of / for the memory limit (memlimit.go)"},
 	{"MEMTIER_VERSITYGW", "runtime/remote tests: the S3 gateway binary (scripts/versitygw.sh)"},
 	{"MEMTIER_DISK_CACHE_DIR", "runtime/diskcache: directory of the disk cache tier for remote objects (created 0700); unset: off"},
 	{"MEMTIER_DISK_CACHE_BYTES", "runtime/diskcache: disk cache budget in bytes; default 10 GiB, at most half the free space"},

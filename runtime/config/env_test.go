@@ -83,6 +83,7 @@ var notEnvironment = map[string]bool{
 	"MEMTIER_BUILD_EXAMPLES": true, "MEMTIER_PYTHON_TESTS": true,
 	"MEMTIER_TEST_CUDA_BUILD": true, "MEMTIER_TEST_GDS_BUILD": true, "MEMTIER_H_SHA256_16": true,
 	"MEMTIER_H": true, // include guard, listed in python/memtier/_ffi.py's header check
+	"MEMTIER_TESTING_API": true, // compile definition: the header's testing hooks
 }
 
 // envRead matches the ways the project's sources read or set a MEMTIER_*

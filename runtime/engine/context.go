@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/cache"
 	"github.com/memtier/memtier/runtime/config"
@@ -47,18 +45,22 @@ type Context struct {
 	tgt *gpu.Target // target CUDA and the HBM tier (gpuread.go); nothing created until first used
 
 	hit *hitidx.Index // what capi/hit.c reads to serve hits in C (hitindex.go); nil: none
+
+	memLim config.MemLimit // the memory limit that bounded the cache budget at New
 }
 
 // New validates o and builds a Context. GOMAXPROCS > 0 is applied to the
 // process (the Go runtime is process-wide). Errors: errs.InvalidArg for a bad
-// option, errs.Format for a bad fault spec, errs.NoMem.
+// option or a cache budget above what the memory limit allows
+// (checkCacheBudget; the limit is read here, config.ReadMemLimit), errs.Format
+// for a bad fault spec, errs.NoMem.
 func New(o config.Options) (*Context, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if ram := physicalMemory(); o.CacheEnabled && ram > 0 && o.CacheBytes > ram {
-		return nil, errs.New(errs.InvalidArg, "memtier_init",
-			"cache_bytes %d exceeds the machine's physical memory (%d bytes)", o.CacheBytes, ram)
+	lim := config.ReadMemLimit()
+	if err := checkCacheBudget(o, lim); err != nil {
+		return nil, err
 	}
 	if err := checkGDSRequired(o); err != nil {
 		return nil, err
@@ -68,6 +70,7 @@ func New(o config.Options) (*Context, error) {
 	}
 	c := &Context{
 		opts:    o,
+		memLim:  lim,
 		closing: make(chan struct{}),
 		asyncQ:  make(chan struct{}, 4*o.IOThreads),
 		pol: policy.Config{CacheEnabled: o.CacheEnabled, AdmitMax: o.CacheAdmitMaxBytes,
@@ -103,6 +106,12 @@ func New(o config.Options) (*Context, error) {
 
 // Options returns the effective options.
 func (c *Context) Options() config.Options { return c.opts }
+
+// MemLimit returns the memory limit that New checked the DRAM cache budget
+// against: its bytes (0 = none known) and source, e.g. "cgroup v2 memory.max
+// at /sys/fs/cgroup/x" or "host RAM", read once at New. Safe for concurrent
+// use, also after Close.
+func (c *Context) MemLimit() config.MemLimit { return c.memLim }
 
 // enter marks a call in progress; it fails with errs.Closed after Close.
 func (c *Context) enter() error {
@@ -211,12 +220,25 @@ func (c *Context) DebugPanicWorker() { c.rd.PanicNextTask() }
 // TestHooks reports whether memtier_debug_hook is enabled.
 func (c *Context) TestHooks() bool { return c.opts.TestHooks }
 
-// physicalMemory is the machine's RAM in bytes (0 if unknown): a cache budget
-// above it can only end in the OOM killer, so init refuses it.
-func physicalMemory() uint64 {
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) != nil {
-		return 0
+// checkCacheBudget refuses a DRAM cache budget above what lim allows
+// (config.MemLimit.CacheCap): more than the host's RAM, as before cgroups
+// were read, or more than 25% of a cgroup memory limit. Refused rather than
+// clamped: the default is already bounded where it is made
+// (config.LimitedDefaults), so an oversized budget here is one the caller
+// chose, and a silent smaller cache would change the hit rate they planned
+// for; FIELD_CASES.md N06 accepts either. Errors: errs.InvalidArg naming the
+// limit and its source.
+func checkCacheBudget(o config.Options, lim config.MemLimit) error {
+	maxBytes := lim.CacheCap()
+	if !o.CacheEnabled || maxBytes == 0 || o.CacheBytes <= maxBytes {
+		return nil
 	}
-	return uint64(si.Totalram) * uint64(si.Unit)
+	if !lim.Cgroup {
+		return errs.New(errs.InvalidArg, "memtier_init",
+			"cache_bytes %d exceeds the machine's physical memory (%d bytes)", o.CacheBytes, lim.Bytes)
+	}
+	return errs.New(errs.InvalidArg, "memtier_init",
+		"cache_bytes %d exceeds %d bytes, %d%% of the memory limit of %s: the cache counts against "+
+			"that limit and the kernel cannot reclaim it; set cache_bytes to at most %d",
+		o.CacheBytes, maxBytes, 100/config.CacheLimitShareDivisor, lim, maxBytes)
 }

@@ -15,26 +15,8 @@ import (
 type Code int
 
 // Status codes, pinned: append only, never renumber.
-const (
-	OK          Code = 0
-	InvalidArg  Code = -1
-	NotFound    Code = -2
-	Permission  Code = -3
-	EOF         Code = -4
-	IO          Code = -5
-	NoMem       Code = -6
-	Unsupported Code = -7
-	Closed      Code = -8
-	Busy        Code = -9
-	Timeout     Code = -10
-	Format      Code = -11
-	IsDir       Code = -12
-	Internal    Code = -13
-	Forked      Code = -14
-	DirectIO    Code = -15
-	NotRegular  Code = -16
-	minCode     Code = -16
-)
+// The status codes (OK, InvalidArg, ... NotRegular), minCode and their names
+// are generated from include/memtier.h into zz_codes.go (tools/mtgen).
 
 // All lists every status code, for table tests that keep Go, C and Python in step.
 func All() []Code {
@@ -45,12 +27,6 @@ func All() []Code {
 	return out
 }
 
-var names = map[Code]string{
-	OK: "OK", InvalidArg: "INVALID_ARG", NotFound: "NOT_FOUND", Permission: "PERMISSION",
-	EOF: "EOF", IO: "IO", NoMem: "NOMEM", Unsupported: "UNSUPPORTED", Closed: "CLOSED",
-	Busy: "BUSY", Timeout: "TIMEOUT", Format: "FORMAT", IsDir: "IS_DIR",
-	Internal: "INTERNAL", Forked: "FORKED", DirectIO: "DIRECT_IO", NotRegular: "NOT_REGULAR",
-}
 
 // String returns the code's name without the MEMTIER_ERR_ prefix.
 func (c Code) String() string {

@@ -4,6 +4,7 @@
  * translation unit with -Werror, so a Go //export whose C prototype differs
  * from memtier.h fails here instead of drifting silently.
  */
+#define MEMTIER_TESTING_API /* memtier_debug_hook */
 #include "memtier.h"
 #include "libmemtier.h"
 

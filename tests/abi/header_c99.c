@@ -1,8 +1,11 @@
 /*
  * Description: memtier.h compiles alone as strict C99 (-std=c99 -pedantic
  * -Wall -Wextra -Werror), its ABI is pinned (status values, struct field
- * offsets: the header promises they are append-only), and the library it links
- * against reports the header's version.
+ * offsets: the header promises they are append-only; tools/mtgen copies
+ * whatever the header says, so these pins are what catches a renumbered
+ * status or a moved field), its testing hooks stay hidden without
+ * MEMTIER_TESTING_API, and the library it links against reports the
+ * header's version.
  */
 #include "memtier.h"
 
@@ -29,6 +32,12 @@ ABI_CHECK(is_dir, MEMTIER_ERR_IS_DIR == -12);
 ABI_CHECK(internal, MEMTIER_ERR_INTERNAL == -13);
 ABI_CHECK(forked, MEMTIER_ERR_FORKED == -14);
 ABI_CHECK(direct_io, MEMTIER_ERR_DIRECT_IO == -15);
+ABI_CHECK(not_regular, MEMTIER_ERR_NOT_REGULAR == -16);
+
+/* The testing hooks are declared only for code that asks for them. */
+#ifdef MEMTIER_DEBUG_PANIC_EXPORT
+#error "memtier.h declares its testing hooks although MEMTIER_TESTING_API is not defined here"
+#endif
 
 /* memtier_config_t: fields may only be appended. */
 ABI_CHECK(cfg_struct_size, offsetof(memtier_config_t, struct_size) == 0);

@@ -8,6 +8,7 @@
  * Usage: test_panic hooks|nohooks (ctest sets the environment; Go reads it
  * when the library loads, so setenv() in main would be too late).
  */
+#define MEMTIER_TESTING_API /* memtier_debug_hook */
 #include "mt_test.h"
 
 #define SIZE (64 * MiB)

@@ -117,13 +117,6 @@ def test_config_keys_and_overrides():
         assert again.config() == cfg
 
 
-def test_config_keys_match_the_c_struct():
-    ffi = _ffi.get_ffi()
-    names = [n for n, _ in ffi.typeof("memtier_config_t").fields]
-    assert names[0] == "struct_size" and "reserved0" in names
-    assert tuple(n for n in names[1:] if n != "reserved0") == memtier.CONFIG_KEYS
-
-
 def test_config_rejects_bad_keys_and_values():
     with pytest.raises(TypeError, match="unknown memtier config key"):
         memtier.Context(cache_size=1)
@@ -497,12 +490,6 @@ def test_stats_values_for_a_simple_sequence(pfile):
         assert st.requests == 0 and st.errors == 0 and st.bytes == 0
         assert st.cache_budget_bytes == 1 << 30 and st.cache_resident_bytes > 0
         assert set(st.as_dict()) == set(_context.STATS_FIELDS)
-
-
-def test_stats_fields_match_the_c_struct():
-    ffi = _ffi.get_ffi()
-    names = tuple(n for n, _ in ffi.typeof("memtier_stats_t").fields)
-    assert names == _context.STATS_FIELDS
 
 
 def test_explain_and_drop_cache(pfile, tmp_path):

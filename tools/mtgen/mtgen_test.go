@@ -1,0 +1,209 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// small is a header of the shape mtgen reads, with one of each part.
+const small = `#define MEMTIER_VERSION_MAJOR 1
+#define MEMTIER_VERSION_MINOR 2
+#define MEMTIER_VERSION_PATCH 3
+#define MEMTIER_VERSION_STRING "1.2.3"
+
+/* ===================================================================== */
+/* Status codes                                                           */
+/* ===================================================================== */
+
+typedef enum memtier_status {
+    MEMTIER_OK = 0,             /* "success" */
+    MEMTIER_ERR_NOT_FOUND = -2, /* "file not found": ENOENT, no such      */
+                                /* file                                  */
+    MEMTIER_ERR_IO = -5         /* "I/O error (a long     */
+                                /* text)"                 */
+} memtier_status;
+
+/* memtier_strerror: text of a status.
+ * Returns:
+ *   static text, never NULL
+ * Thread safety: safe.
+ * Since: 0.1. */
+MEMTIER_API const char* memtier_strerror(int status);
+
+#define MEMTIER_READ_ONCE 1u  /* do not admit  */
+                              /* into the cache */
+#define MEMTIER_PATH_CACHE 0
+
+typedef struct memtier_stats {
+    uint64_t requests;         /* read requests */
+    /* Added in 0.2: more. */
+    uint64_t h2d_ns;           /* nanoseconds   */
+                               /* of copies     */
+    uint32_t reserved0;
+} memtier_stats_t;
+
+/* memtier_stats_reset: zeroes all but cache_resident_bytes, which describe state. */
+MEMTIER_API int memtier_stats_reset(memtier_ctx_t* ctx,
+                                    int flags);
+`
+
+func TestParseSmallHeader(t *testing.T) {
+	h, err := ParseHeader(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Version != (Version{1, 2, 3}) || h.Version.Number() != 10203 {
+		t.Errorf("version %+v", h.Version)
+	}
+	want := []Status{
+		{"MEMTIER_OK", 0, "success", "", 11},
+		{"MEMTIER_ERR_NOT_FOUND", -2, "file not found", "ENOENT, no such file", 12},
+		{"MEMTIER_ERR_IO", -5, "I/O error (a long text)", "", 14},
+	}
+	if !reflect.DeepEqual(h.Statuses, want) {
+		t.Errorf("statuses\n got %+v\nwant %+v", h.Statuses, want)
+	}
+	wantDefs := []Define{
+		{Name: "MEMTIER_READ_ONCE", Group: "READ", Member: "ONCE", Value: 1, Comment: "do not admit into the cache", Line: 25},
+		{Name: "MEMTIER_PATH_CACHE", Group: "PATH", Member: "CACHE", Value: 0, Line: 27},
+	}
+	if !reflect.DeepEqual(h.Defines, wantDefs) {
+		t.Errorf("defines\n got %+v\nwant %+v", h.Defines, wantDefs)
+	}
+	st := h.Struct("memtier_stats_t")
+	if st == nil || len(st.Fields) != 3 {
+		t.Fatalf("stats struct %+v", st)
+	}
+	if f := st.Fields[1]; f.Name != "h2d_ns" || f.CType != "uint64_t" || f.Comment != "nanoseconds of copies" || f.Since != "0.2" {
+		t.Errorf("field %+v", f)
+	}
+	if f := st.Fields[0]; f.Since != "0.1" || f.Comment != "read requests" {
+		t.Errorf("field %+v", f)
+	}
+	if len(h.Funcs) != 2 || h.Funcs[1].Decl != "int memtier_stats_reset(memtier_ctx_t* ctx, int flags);" ||
+		h.Funcs[0].Section != "Status codes" {
+		t.Errorf("funcs %+v", h.Funcs)
+	}
+	if got := goName("memtier_stats", "h2d_ns"); got != "H2DNanos" {
+		t.Errorf("goName exception: %s", got)
+	}
+	if got := goName("memtier_config", "small_io_depth"); got != "SmallIODepth" {
+		t.Errorf("goName rule: %s", got)
+	}
+	if got := stateFields(&Header{Funcs: h.Funcs, Structs: []Struct{{Alias: "memtier_stats_t",
+		Fields: []Field{{Name: "requests"}, {Name: "cache_resident_bytes"}}}}}); !reflect.DeepEqual(got, []string{"cache_resident_bytes"}) {
+		t.Errorf("stateFields %v", got)
+	}
+}
+
+func TestCdefStripsWhatCffiCannotRead(t *testing.T) {
+	h, err := ParseHeader(small + "#define memtier_stats(ctx, st) memtier_stats_sized((ctx), (st), 8)\n" +
+		"#ifdef MEMTIER_TESTING_API\n#define MEMTIER_DEBUG_PANIC_EXPORT 1 /* x */\n#endif /* MEMTIER_TESTING_API */\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Cdef(h)
+	for _, bad := range []string{"/*", "MEMTIER_API", "VERSION_STRING", "memtier_stats(ctx", "#ifdef", "#endif"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("cdef holds %q:\n%s", bad, got)
+		}
+	}
+	for _, good := range []string{
+		"#define MEMTIER_VERSION_MAJOR 1\n",
+		"    MEMTIER_ERR_NOT_FOUND = -2,\n    MEMTIER_ERR_IO = -5\n} memtier_status;\n",
+		"const char* memtier_strerror(int status);\n",
+		"#define MEMTIER_READ_ONCE 1u\n#define MEMTIER_PATH_CACHE 0\n",
+		"int memtier_stats_reset(memtier_ctx_t* ctx,\n    int flags);\n",
+		"#define MEMTIER_DEBUG_PANIC_EXPORT 1\n",
+	} {
+		if !strings.Contains(got, good) {
+			t.Errorf("cdef lacks %q:\n%s", good, got)
+		}
+	}
+}
+
+func TestMalformedHeaderNamesTheLine(t *testing.T) {
+	cases := []struct {
+		name, from, to string
+		line           int
+		why            string
+	}{
+		{"enum without value", "MEMTIER_ERR_NOT_FOUND = -2,", "MEMTIER_ERR_NOT_FOUND,", 12, "memtier_status line"},
+		{"enum text unquoted", `/* "file not found": ENOENT`, `/* file not found: ENOENT`, 12, "strerror text in double quotes"},
+		{"duplicate value", "MEMTIER_ERR_IO = -5", "MEMTIER_ERR_IO = -2", 14, "already MEMTIER_ERR_NOT_FOUND"},
+		{"struct line", "    uint32_t reserved0;", "    uint32_t reserved0", 34, "struct memtier_stats"},
+		{"unknown define group", "#define MEMTIER_PATH_CACHE 0", "#define MEMTIER_COLOR_RED 0", 27, "MEMTIER_COLOR_"},
+		{"define not an integer", "#define MEMTIER_PATH_CACHE 0", "#define MEMTIER_PATH_CACHE (1 << 2)", 27, "not 'MEMTIER_<GROUP>"},
+		{"version string", `"1.2.3"`, `"1.2.4"`, 4, "not MAJOR.MINOR.PATCH (1.2.3)"},
+	}
+	for _, c := range cases {
+		text := strings.Replace(small, c.from, c.to, 1)
+		if text == small {
+			t.Fatalf("%s: %q not in the header", c.name, c.from)
+		}
+		_, err := ParseHeader(text)
+		var pe *ParseError
+		if !errors.As(err, &pe) {
+			t.Errorf("%s: err = %v, want a *ParseError", c.name, err)
+			continue
+		}
+		if pe.Line != c.line || !strings.Contains(pe.Error(), c.why) ||
+			!strings.HasPrefix(pe.Error(), "include/memtier.h:") {
+			t.Errorf("%s: %v (line %d), want line %d and %q", c.name, pe, pe.Line, c.line, c.why)
+		}
+	}
+}
+
+func TestLintNamesFunctionsMissingSections(t *testing.T) {
+	h, err := ParseHeader(strings.Replace(small, "/* Status codes  ", "/* Statistics    ", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := LintDocs(h)
+	want := []string{"include/memtier.h:38: memtier_stats_reset: doc comment lacks Returns:, Thread safety:, Since:"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("lint\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestReadmeKeepsTextOutsideTheMarkers(t *testing.T) {
+	old := "intro\n" + beginMarker("statuses") + "\nold table\n" + endMarker("statuses") + "\nmiddle\n" +
+		beginMarker("config") + "\n" + endMarker("config") + "\n" + beginMarker("stats") + "\n" + endMarker("stats") + "\nend\n"
+	got, err := readme(old, map[string]string{"statuses": "S\n", "config": "C\n", "stats": "T\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "intro\n" + beginMarker("statuses") + "\n<!-- " + genHeader + " -->\n\nS\n\n" + endMarker("statuses") +
+		"\nmiddle\n" + beginMarker("config") + "\n<!-- " + genHeader + " -->\n\nC\n\n" + endMarker("config") + "\n" +
+		beginMarker("stats") + "\n<!-- " + genHeader + " -->\n\nT\n\n" + endMarker("stats") + "\nend\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if _, err := readme("no markers", nil); err == nil || !strings.Contains(err.Error(), "BEGIN GENERATED by tools/mtgen: statuses") {
+		t.Errorf("missing markers: %v", err)
+	}
+}
+
+// TestGeneratedFilesUpToDate is the check `go test ./...` runs: every file
+// tools/mtgen writes must equal what the header gives now, and the linted
+// header sections must follow the doc template.
+func TestGeneratedFilesUpToDate(t *testing.T) {
+	root := filepath.Join("..", "..")
+	if _, err := os.Stat(filepath.Join(root, "include", "memtier.h")); err != nil {
+		t.Skip("not in a MemTier checkout")
+	}
+	stale, err := Stale(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stale {
+		t.Error(s)
+	}
+	if len(stale) > 0 {
+		t.Log("run `go generate ./...` from the repository root")
+	}
+}
