@@ -1,50 +1,46 @@
 """Build script of the ``memtier`` Python package.
 
-``pip install .``, ``pip install -e .`` and ``python -m build --wheel`` all run
-one extra build step, ``build_go``, that compiles the Go runtime into
-``memtier/_lib/libmemtier.so``::
+``pip install .``, ``pip install -e .`` and ``python -m build`` build
+libmemtier.so with the project's CMake, through the same target (``memtier_go``
+in cmake/GoSharedLibrary.cmake) whose output ctest tests, and copy it into
+``memtier/_lib/``::
 
-    go build -buildmode=c-shared -trimpath \
-        -ldflags=-extldflags=-Wl,-soname,libmemtier.so \
-        -o <build_lib>/memtier/_lib/libmemtier.so ./capi
+    cmake -S <repo> -B <build dir> -DMEMTIER_BUILD_TESTS=OFF ...
+    cmake --build <build dir> --target memtier_go
 
-(run from the repository root with GOFLAGS=-buildvcs=false and CGO_CFLAGS
-adding -I<repo>/include). An editable install writes the library into the
-source tree instead (python/memtier/_lib/, git-ignored), where the package
-finds it.
+The Go invocation and its flags live only in CMake. The build directory is
+``build-py/cmake-editable`` for an editable install (which writes the library
+into the source tree, python/memtier/_lib/, git-ignored, where the package
+finds it) and under setuptools' build_temp otherwise. The library always has
+the CUDA and GDS backends: libcuda.so.1 and libcufile.so.0 are dlopen'ed at
+run time, so it needs only libc, and on a machine without a GPU a CUDA read
+raises UnsupportedError saying why (``memtier.gpu_info()``).
 
 The package is loaded through cffi in ABI mode, so nothing is compiled against
-CPython: the wheel is tagged ``py3-none-<platform>`` (default
-``linux_x86_64``; pass ``--plat-name manylinux_2_34_x86_64`` to bdist_wheel for
-the glibc floor of a build on Debian 12) with ``Root-Is-Purelib: false``.
+CPython: the wheel is tagged ``py3-none-manylinux_<glibc floor>_<arch>``, the
+floor being the newest GLIBC_x.y symbol version the library needs (readelf),
+which is the tag ``auditwheel show`` derives. ``--plat-name`` on bdist_wheel
+overrides it; without readelf the tag is ``linux_<arch>``.
 
 Environment knobs of the build:
 
 ``MEMTIER_GO``
     the ``go`` command to use (default: ``go`` on PATH, then /usr/local/go/bin/go).
-``MEMTIER_GO_TAGS``
-    comma-separated Go build tags. Default (unset): ``memtier_cuda,memtier_gds``,
-    the CUDA target and GPUDirect Storage backends. They add no link-time
-    dependency: libcuda.so.1 and libcufile.so.0 are dlopen'ed at run time (names
-    overridable with ``MEMTIER_CUDA_LIBRARY`` / ``MEMTIER_CUFILE_LIBRARY``), so the
-    library still needs only libc and, on a machine without a GPU, a CUDA read
-    raises UnsupportedError saying why (``memtier.gpu_info()``). Set it empty
-    (``MEMTIER_GO_TAGS=``) for a CPU-only build.
 ``MEMTIER_PREBUILT_LIBRARY``
-    path of an already built libmemtier.so (e.g. the CMake one) to package
-    instead of running ``go build``.
+    path of an already built libmemtier.so (e.g. a CMake build's) to package
+    instead of building one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
 
-from setuptools import Command, Distribution, setup
+from setuptools import Command, Distribution, find_packages, setup
 from setuptools.command.build import build as _build
 
 try:  # setuptools >= 70.1 ships bdist_wheel itself
@@ -54,12 +50,14 @@ except ImportError:  # pragma: no cover - older setuptools
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 HEADER = os.path.join(ROOT, "include", "memtier.h")
-GO_PACKAGE = "./capi"
 GO_MIN = (1, 26)  # go.mod: go 1.26.0
+CMAKE_MIN = (3, 20)  # CMakeLists.txt: cmake_minimum_required
+CMAKE_TARGET = "memtier_go"  # cmake/GoSharedLibrary.cmake
 LIB_NAME = "libmemtier.so"
 LIB_SUBDIR = os.path.join("memtier", "_lib")
-#: Go build tags when MEMTIER_GO_TAGS is unset (set it empty for a CPU-only build).
-DEFAULT_GO_TAGS = "memtier_cuda,memtier_gds"
+#: The library only; the C tests, examples and Python suite are ctest's business.
+CMAKE_DEFINES = ["-DCMAKE_BUILD_TYPE=Release", "-DMEMTIER_BUILD_TESTS=OFF",
+                 "-DMEMTIER_BUILD_EXAMPLES=OFF", "-DMEMTIER_PYTHON_TESTS=OFF"]
 
 
 def read_version() -> str:
@@ -96,32 +94,53 @@ def _go_missing(why: str) -> SystemExit:
     )
 
 
-def _check_go(go: str) -> str:
+def _check_version(cmd: list[str], pattern: str, minimum: tuple[int, int], missing) -> str:
+    """Run ``cmd`` (a --version query) and check it reports at least ``minimum``."""
     try:
-        out = subprocess.run([go, "version"], check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
-        raise _go_missing(f"`{go} version` failed ({e})") from None
-    m = re.search(r"go(\d+)\.(\d+)", out)
+        raise missing(f"`{' '.join(cmd)}` failed ({e})") from None
+    m = re.search(pattern, out)
     if not m:
-        raise _go_missing(f"cannot parse the output of `{go} version`: {out.strip()!r}")
-    have = (int(m.group(1)), int(m.group(2)))
-    if have < GO_MIN:
-        raise _go_missing(f"found {out.strip()}, which is too old")
-    return out.strip()
+        raise missing(f"cannot parse the output of `{' '.join(cmd)}`: {out.strip()!r}")
+    if (int(m.group(1)), int(m.group(2))) < minimum:
+        raise missing(f"found {out.strip().splitlines()[0]}, which is too old")
+    return out.strip().splitlines()[0]
+
+
+def _cmake_missing(why: str) -> SystemExit:
+    need = ".".join(map(str, CMAKE_MIN))
+    return SystemExit(
+        f"error: building memtier needs CMake >= {need}: {why}. setup.py builds libmemtier.so "
+        f"with the project's CMakeLists.txt. Install CMake (your distribution's package, or "
+        f"`pip install cmake`) and put `cmake` on PATH."
+    )
+
+
+def _same_source(build_dir: str) -> bool:
+    """Whether build_dir is a CMake tree of this source tree (or not one yet)."""
+    cache = os.path.join(build_dir, "CMakeCache.txt")
+    if not os.path.exists(cache):
+        return True
+    with open(cache, encoding="utf-8", errors="replace") as f:
+        m = re.search(r"^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", f.read(), re.M)
+    return bool(m) and os.path.realpath(m.group(1)) == os.path.realpath(ROOT)
 
 
 class build_go(Command):
-    """Compile ./capi with ``go build -buildmode=c-shared`` into memtier/_lib/."""
+    """Build libmemtier.so with CMake (target memtier_go) into memtier/_lib/."""
 
-    description = "build libmemtier.so with go build -buildmode=c-shared"
+    description = "build libmemtier.so with the project's CMake (target memtier_go)"
     user_options: list = []
 
     def initialize_options(self) -> None:
         self.build_lib = None
+        self.build_temp = None
         self.editable_mode = False  # set by setuptools' editable_wheel (PEP 660)
 
     def finalize_options(self) -> None:
-        self.set_undefined_options("build", ("build_lib", "build_lib"))
+        self.set_undefined_options("build", ("build_lib", "build_lib"),
+                                   ("build_temp", "build_temp"))
 
     def _target(self) -> str:
         if self.editable_mode:
@@ -129,6 +148,19 @@ class build_go(Command):
             # must sit beside its sources (python/memtier/_lib is git-ignored).
             return os.path.join(ROOT, "python", LIB_SUBDIR, LIB_NAME)
         return os.path.join(self.build_lib, LIB_SUBDIR, LIB_NAME)
+
+    def _build_dir(self) -> str:
+        if self.editable_mode:
+            return os.path.join(ROOT, "build-py", "cmake-editable")
+        return os.path.abspath(os.path.join(self.build_temp, "cmake"))
+
+    def _run(self, cmd: list[str], what: str) -> None:
+        print(f"memtier: {' '.join(cmd)}", file=sys.stderr)
+        try:
+            subprocess.run(cmd, cwd=ROOT, check=True)
+        except subprocess.CalledProcessError as e:
+            raise SystemExit(f"error: {what} failed with exit status {e.returncode}: "
+                             f"`{' '.join(cmd)}` (its messages are above)") from None
 
     def run(self) -> None:
         out = self._target()
@@ -140,50 +172,33 @@ class build_go(Command):
             self.announce(f"copying prebuilt {prebuilt} -> {out}", level=2)
             shutil.copyfile(prebuilt, out)
             return
+        # Go is checked here, before CMake, for the clearer message.
         go = _find_go()
         if go is None:
             raise _go_missing("the `go` command was not found on PATH")
-        version = _check_go(go)
-        env = dict(os.environ)
-        env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -buildvcs=false").strip()
-        env["CGO_ENABLED"] = "1"
-        inc = "-I" + os.path.join(ROOT, "include")
-        # Go's build cache does not hash headers included from outside the
-        # package folder; without the header's hash in CGO_CFLAGS (part of the
-        # cache key) a header edit would reuse objects built against the old
-        # header (cmake/RunGo.cmake does the same).
-        with open(HEADER, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()[:16]
-        env["CGO_CFLAGS"] = ((env.get("CGO_CFLAGS") or "-O2 -g") + " " + inc
-                             + f" -DMEMTIER_H_SHA256_16=0x{digest}")
-        cmd = [
-            go, "build", "-buildmode=c-shared", "-trimpath",
-            f"-ldflags=-extldflags=-Wl,-soname,{LIB_NAME}",
-        ]
-        tags = os.environ.get("MEMTIER_GO_TAGS")
-        tags = DEFAULT_GO_TAGS if tags is None else tags.strip()
-        if tags:
-            cmd += ["-tags", tags]
+        go_version = _check_version([go, "version"], r"go(\d+)\.(\d+)", GO_MIN, _go_missing)
+        cmake = shutil.which("cmake")
+        if cmake is None:
+            raise _cmake_missing("the `cmake` command was not found on PATH")
+        _check_version([cmake, "--version"], r"version (\d+)\.(\d+)", CMAKE_MIN, _cmake_missing)
+        self.announce(f"memtier: {go_version}", level=2)
+
+        build_dir = self._build_dir()
+        if not _same_source(build_dir):
+            # A tree configured for another copy of the sources (CMake refuses it).
+            shutil.rmtree(build_dir)
+        self._run([cmake, "-S", ROOT, "-B", build_dir, *CMAKE_DEFINES, f"-DGO_EXECUTABLE={go}"],
+                  "configuring libmemtier.so with CMake")
+        self._run([cmake, "--build", build_dir, "--target", CMAKE_TARGET],
+                  f"building libmemtier.so (cmake --build --target {CMAKE_TARGET})")
+        built = os.path.join(build_dir, LIB_NAME)
+        if not os.path.isfile(built):
+            raise SystemExit(f"error: cmake --build --target {CMAKE_TARGET} did not write {built}")
+        # Copy, then rename: a process that has the old library mapped keeps it.
         tmp = out + ".tmp"
-        cmd += ["-o", tmp, GO_PACKAGE]
-        self.announce(f"{version}: {' '.join(cmd)}", level=2)
-        print(f"memtier: {' '.join(cmd)}", file=sys.stderr)
-        try:
-            subprocess.run(cmd, cwd=ROOT, env=env, check=True)
-        except FileNotFoundError:
-            raise _go_missing(f"cannot execute {go!r}") from None
-        except subprocess.CalledProcessError as e:
-            raise SystemExit(
-                f"error: `{' '.join(cmd)}` failed with exit status {e.returncode} "
-                f"(cgo needs a C compiler: gcc or clang on PATH, or CC=...)"
-            ) from None
+        shutil.copyfile(built, tmp)
+        os.chmod(tmp, 0o755)
         os.replace(tmp, out)
-        # cgo also writes a generated header next to the output (the output
-        # name with its extension replaced by .h); the hand-written
-        # include/memtier.h is the contract, so do not ship it.
-        gen = os.path.splitext(tmp)[0] + ".h"
-        if os.path.exists(gen):
-            os.remove(gen)
 
     def get_outputs(self) -> list[str]:
         return [self._target()]
@@ -207,8 +222,22 @@ class BinaryDistribution(Distribution):
         return True
 
 
+def glibc_floor(lib: str) -> tuple[int, int] | None:
+    """The newest GLIBC_x.y symbol version ``lib`` needs (readelf -V), or None."""
+    readelf = shutil.which("readelf")
+    if readelf is None or not os.path.isfile(lib):
+        return None
+    r = subprocess.run([readelf, "-V", "--wide", lib], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    # Version-needs entries read "Name: GLIBC_2.34  Flags: ..."; GLIBC_PRIVATE has no number.
+    found = [(int(a), int(b)) for a, b in re.findall(r"Name: GLIBC_(\d+)\.(\d+)", r.stdout)]
+    return max(found) if found else None
+
+
 class bdist_wheel(_bdist_wheel):
-    """A platform wheel that works on any Python 3: py3-none-<platform>."""
+    """A platform wheel that works on any Python 3: py3-none-<platform>, the
+    platform being manylinux_<glibc floor>_<arch> (PEP 600)."""
 
     def finalize_options(self) -> None:
         super().finalize_options()
@@ -216,6 +245,11 @@ class bdist_wheel(_bdist_wheel):
 
     def get_tag(self):
         _, _, plat = super().get_tag()
+        if not self.plat_name_supplied and sys.platform.startswith("linux"):
+            lib = self.get_finalized_command("build_go")
+            floor = None if lib.editable_mode else glibc_floor(lib._target())
+            if floor is not None:
+                plat = f"manylinux_{floor[0]}_{floor[1]}_{platform.machine()}"
         return "py3", "none", plat
 
 
@@ -230,7 +264,8 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     package_dir={"": "python"},
-    packages=["memtier", "memtier.safetensors"],
+    # every package under python/memtier, so a new (or generated) one ships too
+    packages=find_packages(where="python", include=["memtier", "memtier.*"]),
     package_data={"memtier": ["py.typed"]},
     include_package_data=False,
     zip_safe=False,

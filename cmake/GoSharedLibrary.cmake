@@ -14,6 +14,13 @@
 # cgo-generated header as a BYPRODUCT. It reruns only when a Go/C source, go.mod,
 # go.sum or the public header changed; Go's own build cache keeps reruns cheap.
 # The generated header is never installed: include/memtier.h is the contract.
+#
+# This is the one place the library's Go invocation and link flags live: ctest
+# links against this output, and setup.py builds the wheel's copy by running
+# this target (memtier_go) in its own build directory. `-B gobuildid` writes a
+# GNU build-id note derived from Go's build ID, which hashes the inputs (not
+# the output path), so two builds of the same sources with the same flags carry
+# the same ID: the package_same_library test compares them.
 
 function(memtier_go_shared_library)
   cmake_parse_arguments(ARG "" "TARGET;NAME;PACKAGE;SOURCE_DIR;INCLUDE_DIR" "SOURCE_DIRS;TAGS" ${ARGN})
@@ -66,8 +73,11 @@ function(memtier_go_shared_library)
     set(_cgo_cflags "$ENV{CGO_CFLAGS} -I${ARG_INCLUDE_DIR}")
   endif()
 
+  set(_ldflags "-B gobuildid -extldflags=-Wl,-soname,${ARG_NAME}")
+
   # Through RunGo.cmake so the public header's hash keys Go's build cache
-  # (HEADER there says why). Arguments must not contain spaces or '|'.
+  # (HEADER there says why). STEPS must not contain spaces inside an argument
+  # or '|'; LDFLAGS is passed whole.
   add_custom_command(
     OUTPUT "${_out}"
     BYPRODUCTS "${_cgo_header}"
@@ -77,7 +87,8 @@ function(memtier_go_shared_library)
             "-DCGO_CFLAGS=${_cgo_cflags}"
             "-DTAGS=${_tags}"
             "-DHEADER=${ARG_INCLUDE_DIR}/memtier.h"
-            "-DSTEPS=build -buildmode=c-shared -trimpath -ldflags=-extldflags=-Wl,-soname,${ARG_NAME} -o ${_out} ${ARG_PACKAGE}"
+            "-DLDFLAGS=${_ldflags}"
+            "-DSTEPS=build -buildmode=c-shared -trimpath -o ${_out} ${ARG_PACKAGE}"
             -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/RunGo.cmake"
     WORKING_DIRECTORY "${ARG_SOURCE_DIR}"
     DEPENDS ${_deps}
@@ -93,6 +104,7 @@ function(memtier_go_shared_library)
     INTERFACE_INCLUDE_DIRECTORIES "${ARG_INCLUDE_DIR}")
   add_dependencies(${ARG_TARGET} memtier_go)
 
+  set(MEMTIER_GO_TARGET memtier_go PARENT_SCOPE)
   set(MEMTIER_GO_LIBRARY "${_out}" PARENT_SCOPE)
   set(MEMTIER_CGO_HEADER "${_cgo_header}" PARENT_SCOPE)
   set(GO_EXECUTABLE "${GO_EXECUTABLE}" PARENT_SCOPE)

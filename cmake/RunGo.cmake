@@ -1,8 +1,10 @@
 # RunGo.cmake: run `go <step>` for each |-separated step in STEPS in the current
 # directory, stopping at the first failure (used by the go_test ctest entries).
 #   cmake -DGO=<go> -DCGO=0|1 [-DCGO_CFLAGS=...] [-DTAGS=a,b] [-DHEADER=<file>]
-#         "-DSTEPS=vet ./...|test ./..." -P RunGo.cmake
+#         [-DLDFLAGS=<linker flags>] "-DSTEPS=vet ./...|test ./..." -P RunGo.cmake
 # TAGS, when not empty, is passed as -tags to every step.
+# LDFLAGS, when not empty, is passed as one -ldflags argument to every step
+# (it may contain spaces, which STEPS may not).
 # HEADER: a C header that cgo code includes from outside its package folder.
 # Go's build cache does not hash such headers, so after a header edit it would
 # reuse objects compiled against the old one (a stale version string, old
@@ -29,6 +31,9 @@ foreach(step IN LISTS _steps)
   separate_arguments(_args UNIX_COMMAND "${step}")
   if(DEFINED TAGS AND NOT TAGS STREQUAL "")
     list(INSERT _args 1 "-tags=${TAGS}")
+  endif()
+  if(DEFINED LDFLAGS AND NOT LDFLAGS STREQUAL "")
+    list(INSERT _args 1 "-ldflags=${LDFLAGS}")
   endif()
   list(JOIN _args " " _shown)
   message(STATUS "CGO_ENABLED=${CGO} go ${_shown}")

@@ -1,4 +1,4 @@
-//go:build memtier_cuda && cgo
+//go:build cgo
 
 package gpu
 

@@ -1,4 +1,4 @@
-//go:build memtier_cuda && memtier_gds && cgo
+//go:build cgo
 
 package gpu
 

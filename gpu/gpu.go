@@ -6,10 +6,11 @@
 //
 // # Builds
 //
-// The Go build tag memtier_cuda compiles the CUDA backend in (it needs cgo);
-// memtier_gds adds the cuFile backend on top of it. Without the tags, or with
-// CGO_ENABLED=0, the package is pure Go: Available reports false, Reason says
-// why, and every constructor returns an *Error of kind KindUnavailable.
+// Every cgo build has the CUDA and cuFile backends: they load libcuda and
+// libcufile with dlopen at run time, so building needs no CUDA toolkit and a
+// machine without a driver gets KindUnavailable answers. Only a
+// CGO_ENABLED=0 build is pure Go (nocgo.go): Available reports false, Reason
+// says why, and every constructor returns an *Error of kind KindUnavailable.
 //
 // # Libraries
 //

@@ -16,6 +16,11 @@ it read):
                        process loading the file after a first one)
   bench_hot.py         Context.read_into / readv vs os.preadv; DataLoader (0 workers)
                        MemTierDataset vs an os.pread + __getitems__ dataset
+  bench_remote.py      (skipped with --no-remote) versitygw on loopback: an object, a
+                       safetensors checkpoint and a DataLoader epoch over tar shards,
+                       MemTier's first load vs the best S3 peer (boto3, s3torchconnector,
+                       obstore, Run:ai), its disk-cache run vs a local file and its DRAM hit
+                       on the remote object vs one on the local file (MB/s)
 Fallbacks, for a bench_large_read without those modes: fio buffered (libaio qd16) run
 by this script, the DRAM-cache figure from bench_reuse, the relaunch measured with
 Python child processes (see relaunch_fallback). Every row says where it came from.
@@ -407,6 +412,35 @@ def large_rows(large: Optional[Dict[str, Any]], cache: Dict[str, Any], fio_buf: 
     return out
 
 
+def remote_rows(remote: Optional[Dict[str, Any]], skipped: str = "") -> List[Dict[str, Any]]:
+    """The rows of examples/python/bench_remote.py (its "rows": key, row, memtier, base,
+    ratio, target, baseline_label, available, note), as they are; n/a when it did not run."""
+    src = "bench_remote.py"
+    want = [("object", "object into host memory"), ("ckpt", "safetensors checkpoint load_file"),
+            ("dataset_w0", "DataLoader epoch over tar shards, 0 workers"),
+            ("dataset_w2", "DataLoader epoch over tar shards, 2 workers")]
+    kinds = [("first_vs_best_peer", "first load vs best peer", 1.3),
+             ("disk_vs_local", "2nd process (disk cache) vs local file", 0.9),
+             ("dram_vs_local_dram", "DRAM hit remote vs DRAM hit local", 0.9)]
+    by = {r["key"]: r for r in (remote or {}).get("rows", [])}
+    out = []
+    for case, title in want:
+        for kind, what, target in kinds:
+            key = f"remote_{case}_{kind}"
+            name = f"S3 (versitygw, loopback) {title}: {what}"
+            r = by.get(key)
+            if r is None:
+                if remote is None or by:
+                    out.append(na(key, name, src, target, skipped or "bench_remote.py did not run"))
+                continue
+            if not r.get("available"):
+                out.append(na(key, name, src, target, r.get("note") or "n/a"))
+                continue
+            out.append(row(key, name, src, r["memtier"], r["base"], "MB/s", r["ratio"], r["target"], "memtier",
+                           r.get("baseline_label", ""), r.get("note", "")))
+    return out
+
+
 # ------------------------------------------------------------------ output
 
 
@@ -419,6 +453,8 @@ def fmt_val(v: Optional[float], unit: str) -> str:
         return f"{v:.2f} GB/s"
     if unit == "samples/s":
         return f"{v:.0f} samp/s"
+    if unit == "MB/s":
+        return f"{v:.0f} MB/s"
     return f"{v:.3g}"
 
 
@@ -506,6 +542,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "bench_report"),
                     help="output directory (default: bench_report/ in the repository); made if missing")
     ap.add_argument("--quick", action="store_true", help="fewer repeats (about 1-2 minutes instead of 2-4)")
+    ap.add_argument("--no-remote", action="store_true",
+                    help="skip bench_remote.py (the S3 rows; it starts versitygw, about 3 minutes)")
     ap.add_argument("--large-size", type=int, default=GiB,
                     help="bytes of the large-read file (default 1 GiB; 64 MiB..16 GiB, a multiple of 1 MiB)")
     a = ap.parse_args()
@@ -599,13 +637,22 @@ def main() -> int:
         if a.quick:
             pycmd.append("--quick")
         pyhot = r.run("bench_hot.py", pycmd)
+        # 4. remote objects (S3 on loopback)
+        remote: Optional[Dict[str, Any]] = None
+        if not a.no_remote:
+            rcmd = [a.python, os.path.join(ROOT, "examples", "python", "bench_remote.py"), "--json"]
+            if a.quick:
+                rcmd.append("--quick")
+            remote = r.run("bench_remote.py", rcmd, timeout=1800)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.monotonic() - t_start
     load_end = os.getloadavg()
 
     rows = hot_rows(hot) + py_rows(pyhot) + large_rows(large, cache, fio_buf, relaunch, size)
-    for name, res in (("bench_hot_path", hot), ("bench_large_read", large), ("bench_hot.py", pyhot)):
+    rows += remote_rows(remote, "skipped (--no-remote)" if a.no_remote else "")
+    for name, res in (("bench_hot_path", hot), ("bench_large_read", large), ("bench_hot.py", pyhot),
+                      ("bench_remote.py", remote)):
         if res is not None and res.get("ok") is False:
             r.failures.append(f"{name}: reported ok=false (wrong bytes or cache misses)")
     version = (hot or {}).get("memtier_version") or (large or {}).get("memtier_version")
@@ -624,7 +671,7 @@ def main() -> int:
                  "floor rows: floor time / MemTier time",
         "rows": rows, "failures": r.failures, "commands": r.commands,
         "raw": {"bench_hot_path": hot, "bench_large_read": large, "fio_buffered": fio_buf,
-                "cache": cache, "relaunch": relaunch, "bench_hot_py": pyhot},
+                "cache": cache, "relaunch": relaunch, "bench_hot_py": pyhot, "bench_remote_py": remote},
         "plot": None if plot_err else "bench_report.png",
     }
     with open(jpath, "w") as f:

@@ -36,12 +36,12 @@
 # DIR is relative to the repository root unless absolute. `run` and `double` expect
 # the working tree (the Go test binaries run in gpu/ and runtime/engine/) and DIR from
 # `prepare`:
-#   DIR/lib/libmemtier.so                 CUDA + GDS build (dlopens libcuda / libcufile)
+#   DIR/lib/libmemtier.so                 the one library (CUDA + GDS backends always in; it
+#                                         dlopens libcuda / libcufile), as rebuild.sh builds it
 #   DIR/bin/test_gpu_{staged,gds,hbm}     the C API GPU tests (tests/c)
 #   DIR/bin/bench_gpu_read                the GPU benchmark (examples/bench)
 #   DIR/bench/bench_{hot_path,large_read,reuse}   the CPU benchmarks (bench_report.py)
-#   DIR/gpu.test, DIR/engine.test         go test -c -tags memtier_cuda,memtier_gds of ./gpu/
-#                                         and ./runtime/engine/
+#   DIR/gpu.test, DIR/engine.test         go test -c of ./gpu/ and ./runtime/engine/
 #   DIR/gpu_double/                       the test double (for `double` only)
 #   DIR/wheels/                           cffi + pycparser wheels (the device python has no cffi)
 #   DIR/cufile/libcufile.so.0             pip's nvidia-cufile library, used only when the
@@ -114,9 +114,8 @@ prepare() {
   tree=$(mktemp -d "${TMPDIR:-/tmp}/memtier-gpu-prepare-XXXXXX")
   # shellcheck disable=SC2064 # expand now: tree is local
   trap "rm -rf '$tree'" EXIT
-  echo "== cmake: CUDA + GDS build, Release (in a temporary tree; only the outputs are kept)"
-  cmake -S "$root" -B "$tree" -DCMAKE_BUILD_TYPE=Release -DMEMTIER_ENABLE_CUDA=ON \
-    -DMEMTIER_ENABLE_GDS=ON -DMEMTIER_PYTHON_TESTS=OFF >/dev/null
+  echo "== cmake: the one library and its GPU tests, Release (in a temporary tree; only the outputs are kept)"
+  cmake -S "$root" -B "$tree" -DCMAKE_BUILD_TYPE=Release -DMEMTIER_PYTHON_TESTS=OFF >/dev/null
   cmake --build "$tree" -j"$jobs" --target memtier_go test_gpu_staged test_gpu_gds test_gpu_hbm \
     test_no_gpu bench_gpu_read bench_hot_path bench_large_read bench_reuse \
     memtier_fake_cuda memtier_fake_cufile >/dev/null
@@ -127,11 +126,11 @@ prepare() {
   cp "$tree/bench_gpu_read" "$dir/bin/"
   for t in bench_hot_path bench_large_read bench_reuse; do cp "$tree/$t" "$dir/bench/"; done
   cp "$tree/gpu_double/libcuda.so.1" "$tree/gpu_double/libcufile.so.0" "$dir/gpu_double/"
-  echo "== go test -c (tags memtier_cuda,memtier_gds): gpu.test, engine.test"
+  echo "== go test -c: gpu.test, engine.test"
   (cd "$root" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false "$go" test -c -trimpath -ldflags='-s -w' \
-    -tags memtier_cuda,memtier_gds -o "$dir/gpu.test" ./gpu/)
+    -o "$dir/gpu.test" ./gpu/)
   (cd "$root" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false "$go" test -c -trimpath -ldflags='-s -w' \
-    -tags memtier_cuda,memtier_gds -o "$dir/engine.test" ./runtime/engine/)
+    -o "$dir/engine.test" ./runtime/engine/)
   strip --strip-unneeded "$dir/lib/libmemtier.so" "$dir"/bin/* "$dir"/bench/* 2>/dev/null || true
   set +e
   echo "== pip download: cffi + pycparser wheels (CPython 3.9 to 3.13, manylinux x86_64)"

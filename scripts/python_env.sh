@@ -80,7 +80,8 @@ else
   # lines marked memtier:no-deps on their own with --no-deps.
   grep -E '^[[:space:]]*pip==' "$req" >"$tmp/pip.txt" || true
   grep -E 'memtier:no-deps' "$req" | grep -vE '^[[:space:]]*#' | sed 's/#.*//' >"$tmp/nodeps.txt" || true
-  grep -vE 'memtier:no-deps|^[[:space:]]*pip==' "$req" >"$tmp/main.txt"
+  grep -E 'memtier:sdist' "$req" | grep -vE '^[[:space:]]*#' | sed 's/#.*//' >"$tmp/sdist.txt" || true
+  grep -vE 'memtier:no-deps|memtier:sdist|^[[:space:]]*pip==' "$req" >"$tmp/main.txt"
 
   if [[ -s $tmp/pip.txt ]]; then
     say "pip: $(tr -d '\n' <"$tmp/pip.txt")"
@@ -94,6 +95,16 @@ else
     pip_ install --progress-bar on --only-binary=:all: --no-deps -r "$tmp/nodeps.txt" \
       || die "pip install --no-deps of $(tr '\n' ' ' <"$tmp/nodeps.txt") failed"
   fi
+
+  # A pure-Python package published only as an sdist: built here (no build
+  # isolation: setuptools and wheel are pinned above), its dependencies pinned above.
+  while read -r line; do
+    [[ -n ${line// /} ]] || continue
+    name=${line%%==*}
+    say "building from its sdist (no dependencies): $line"
+    pip_ install --progress-bar on --no-deps --no-build-isolation --no-binary="$name" "$line" \
+      || die "pip install of the sdist $line failed"
+  done <"$tmp/sdist.txt"
 
   # Every pin must be installed at exactly its version.
   "$py" - "$req" <<'EOF' || die "the venv does not match $req (see above)"

@@ -13,7 +13,8 @@
 #      every process of the run (a sitecustomize on PYTHONPATH), as on a torch-less machine
 # Every step runs even when an earlier one failed; a summary follows. Skipped tests are
 # listed with their reasons (pytest -ra). Exit status: 0 only when every step passed.
-# ctest runs this as `python_tests` (label python).
+# ctest runs this as `python_tests` (label python) in a build configured with
+# -DMEMTIER_PYTHON_TESTS=ON, as scripts/rebuild.sh configures; the default ctest does not.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)

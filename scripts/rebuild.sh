@@ -2,11 +2,16 @@
 # rebuild.sh [build_dir] [extra cmake args...]
 #
 # One-click clean rebuild: removes build_dir (default: <repo>/build), configures
-# with the extra arguments, builds with every core and runs ctest. Exits
-# non-zero on the first failure. Works from any directory.
+# with -DMEMTIER_PYTHON_TESTS=ON and the extra arguments, builds with every
+# core and runs ctest, all in one pass: the C, ABI and Go tests, the GPU code
+# paths against the test double (tests/gpu_double; the library always has the
+# CUDA and GDS backends), the examples, and the Python suite with the packaging
+# checks (label python; the first run makes a venv under ~/.cache/memtier and
+# downloads torch from PyPI, a few GB). Exits non-zero on the first failure.
+# Works from any directory; a relative build_dir is relative to the caller's.
 #
 #   ./scripts/rebuild.sh
-#   ./scripts/rebuild.sh ./build -DMEMTIER_ENABLE_CUDA=ON
+#   ./scripts/rebuild.sh ./build -DMEMTIER_PYTHON_TESTS=OFF   # no Python suite
 #   CTEST_ARGS="-L abi" ./scripts/rebuild.sh /tmp/mt-build
 set -euo pipefail
 
@@ -22,15 +27,6 @@ if [[ $# -gt 0 && $1 != -* ]]; then
   build=$1
   shift
 fi
-# An explicit relative build dir is relative to the caller's directory.
-#
-# When build_dir is not itself a CUDA build, a second pass follows in
-# build_dir/gpu-pass: the CUDA + GDS build (no CUDA toolkit is needed: libcuda
-# and libcufile are dlopen'ed) and its GPU tests against the test double
-# (tests/gpu_double: staged pipeline, GDS and its fallbacks, HBM prefetch,
-# failure injection, B20), so every machine runs the GPU code paths of the C
-# API, not only the CPU-only build's UNSUPPORTED answers. MEMTIER_GPU_PASS=0
-# skips it; CTEST_ARGS applies to the first pass only.
 mkdir -p "$build"
 build=$(cd "$build" && pwd -P)
 
@@ -49,8 +45,9 @@ jobs=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 
 echo "== removing $build"
 rm -rf "$build"
-echo "== configuring: cmake -S $root -B $build $*"
-cmake -S "$root" -B "$build" "$@"
+# The caller's arguments come last, so they win (-DMEMTIER_PYTHON_TESTS=OFF).
+echo "== configuring: cmake -S $root -B $build -DMEMTIER_PYTHON_TESTS=ON $*"
+cmake -S "$root" -B "$build" -DMEMTIER_PYTHON_TESTS=ON "$@"
 echo "== building with $jobs jobs"
 cmake --build "$build" --parallel "$jobs"
 echo "== testing"
@@ -58,13 +55,3 @@ cd "$build"
 # shellcheck disable=SC2086
 ctest --output-on-failure ${CTEST_ARGS:-}
 echo "== rebuild.sh: build and tests passed ($build)"
-
-if [[ ${MEMTIER_GPU_PASS:-1} != 0 ]] && ! grep -q '^MEMTIER_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt"; then
-  gpass=$build/gpu-pass
-  echo "== GPU pass: cmake -S $root -B $gpass -DMEMTIER_ENABLE_CUDA=ON -DMEMTIER_ENABLE_GDS=ON (test double)"
-  cmake -S "$root" -B "$gpass" -DMEMTIER_ENABLE_CUDA=ON -DMEMTIER_ENABLE_GDS=ON -DMEMTIER_PYTHON_TESTS=OFF
-  cmake --build "$gpass" --parallel "$jobs"
-  cd "$gpass"
-  ctest --output-on-failure -R 'gpu|^abi_'
-  echo "== rebuild.sh: GPU pass passed ($gpass)"
-fi

@@ -12,16 +12,13 @@ build=$(cd "$1" && pwd -P)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 out="$build/cgocheck2"
 mkdir -p "$out"
-# The build's GPU tags (CMakeCache), so a CUDA build also checks the GPU paths
-# against the test double.
+# Every build has the GPU backends; the GPU tests run against the test double
+# when the build registered them (MEMTIER_ENABLE_CUDA / _GDS, CMakeCache).
 tags=()
 gpu_tests=()
 if grep -q '^MEMTIER_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
-  t=memtier_cuda
-  grep -q '^MEMTIER_ENABLE_GDS:BOOL=ON' "$build/CMakeCache.txt" && t=$t,memtier_gds
-  tags=(-tags "$t")
   gpu_tests=(test_gpu_staged test_gpu_hbm)
-  [[ $t == *gds* ]] && gpu_tests+=(test_gpu_gds)
+  grep -q '^MEMTIER_ENABLE_GDS:BOOL=ON' "$build/CMakeCache.txt" && gpu_tests+=(test_gpu_gds)
 fi
 # The header's hash in CGO_CFLAGS: Go's build cache does not hash headers from
 # outside the package folder (cmake/RunGo.cmake says more).

@@ -12,8 +12,8 @@
  * It loads the CUDA driver itself (dlopen of $MEMTIER_CUDA_LIBRARY, else
  * libcuda.so.1; a few prototypes of its own, no CUDA headers) to allocate
  * device memory, pin host memory and copy bytes back for the check. With no
- * usable CUDA (library missing, cuInit failing, or a libmemtier.so built
- * without MEMTIER_ENABLE_CUDA) it prints "no CUDA: <why>" and exits 77.
+ * usable CUDA (library missing or cuInit failing) it prints "no CUDA: <why>"
+ * and exits 77.
  *
  * (a) staged path: one memtier_read(target CUDA) of N bytes with gds_mode OFF
  *     and the DRAM cache off, against, in the same run:

@@ -153,6 +153,8 @@ __all__ = [
     "default_context",
     "runtime_info",
     "gpu_info",
+    "patch_safetensors",
+    "unpatch_safetensors",
     "read",
     "read_into",
     "readv",
@@ -184,6 +186,15 @@ __all__ = [
 ]
 
 
+# memtier.integrations imports neither torch nor safetensors.
+from .integrations import patch_safetensors, unpatch_safetensors  # noqa: E402
+from .integrations import _patch as _integrations_patch  # noqa: E402
+
+# MEMTIER_PATCH_SAFETENSORS=1: route safetensors' readers through MemTier for the
+# whole process (imports nothing now; safetensors is patched when it is imported).
+_integrations_patch.apply_env()
+
+
 def __getattr__(name: str):  # PEP 562: optional parts, imported on first access
     if name == "MemTierDataset":  # memtier/dataset.py (may import torch: not at import)
         from .dataset import MemTierDataset
@@ -193,7 +204,7 @@ def __getattr__(name: str):  # PEP 562: optional parts, imported on first access
         from .webdataset import TarShardDataset
 
         return TarShardDataset
-    if name in ("safetensors", "pack", "webdataset", "dataset"):  # submodules
+    if name in ("safetensors", "pack", "webdataset", "dataset", "integrations"):  # submodules
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

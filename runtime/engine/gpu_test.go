@@ -2,10 +2,10 @@ package engine
 
 // Tests of target CUDA and the HBM tier. They need a CUDA backend: the GPU
 // test double (MEMTIER_GPU_DOUBLE_DIR names <build>/gpu_double; ctest
-// gpu_double_go sets it and builds with -tags memtier_cuda,memtier_gds) or a
-// real GPU (MEMTIER_GPU_TEST_REAL=1, as scripts/gpu_check.sh runs the engine
-// test binary). Without either they skip, saying why; a build without the
-// memtier_cuda tag (or CGO_ENABLED=0) checks the UNSUPPORTED answers instead.
+// gpu_double_go sets it) or a real GPU (MEMTIER_GPU_TEST_REAL=1, as
+// scripts/gpu_check.sh runs the engine test binary). Without either they
+// skip, saying why; a CGO_ENABLED=0 build checks the UNSUPPORTED answers
+// instead.
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func needGPU(t *testing.T) {
 		t.Skip("needs MEMTIER_GPU_DOUBLE_DIR (the GPU test double; ctest gpu_double_go) or MEMTIER_GPU_TEST_REAL=1")
 	}
 	if !gpu.Available() {
-		if !gpuRequired && (gpuReal || strings.Contains(gpu.Reason(), "no CUDA backend") || strings.Contains(gpu.Reason(), "without cgo")) {
+		if !gpuRequired && (gpuReal || strings.Contains(gpu.Reason(), "without cgo")) {
 			t.Skip(gpu.Reason())
 		}
 		t.Fatal(gpu.Reason())

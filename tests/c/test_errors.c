@@ -140,17 +140,6 @@ int main(void) {
         chmod(locked, 0644);
     }
 
-    /* UNSUPPORTED in a build without MEMTIER_ENABLE_CUDA. */
-#ifndef MEMTIER_TEST_CUDA_BUILD
-    EXPECT_FAIL(memtier_read(ctx, pfile, 0, 4, buf, MEMTIER_TARGET_CUDA), MEMTIER_ERR_UNSUPPORTED);
-    {
-        memtier_prefetch_opts_t opts = {sizeof(memtier_prefetch_opts_t), MEMTIER_PREFETCH_TO_HBM};
-        EXPECT_FAIL(memtier_prefetch(ctx, pfile, 0, 0, &opts), MEMTIER_ERR_UNSUPPORTED);
-    }
-#else
-    printf("note: CUDA build, TARGET_CUDA / PREFETCH_TO_HBM UNSUPPORTED checks skipped\n");
-#endif
-
     /* The good calls in between did not count; every failure did. */
     {
         memtier_stats_t st = mt_stats(ctx);

@@ -1,4 +1,4 @@
-//go:build !memtier_cuda || !cgo
+//go:build !cgo
 
 package gpu
 
@@ -7,12 +7,16 @@ import (
 	"testing"
 )
 
-// Without the CUDA backend every entry point says so, with the reason.
-func TestStubUnavailable(t *testing.T) {
-	if Available() {
-		t.Fatal("Available in a build without CUDA")
+// Without cgo nothing can be loaded: every entry point says so, with the
+// reason (runtime/ is tested this way, CGO_ENABLED=0).
+func TestNoCgoUnavailable(t *testing.T) {
+	if got := BuildTags(); len(got) != 0 {
+		t.Fatalf("BuildTags %v without cgo, want none", got)
 	}
-	if r := Reason(); !strings.HasPrefix(r, "GPU target unavailable: ") {
+	if Available() {
+		t.Fatal("Available without cgo")
+	}
+	if r := Reason(); r != "GPU target unavailable: this build was built without cgo (CGO_ENABLED=0)" {
 		t.Fatalf("Reason %q", r)
 	}
 	if err := Init(); KindOf(err) != KindUnavailable {
@@ -37,6 +41,6 @@ func TestStubUnavailable(t *testing.T) {
 		t.Fatalf("GDSReason %q", GDSReason())
 	}
 	if DeviceCount() != 0 || DriverVersion() != 0 {
-		t.Fatal("devices in a build without CUDA")
+		t.Fatal("devices without cgo")
 	}
 }

@@ -1,0 +1,229 @@
+"""transformers ``from_pretrained`` with and without ``memtier.patch_safetensors()`` (issue 12).
+
+    python examples/python/bench_from_pretrained.py [--size-mb 400] [--dtype float32|bfloat16]
+                                                    [--shard-mb 100] [--repeat 3] [--cold] [--dir DIR]
+                                                    [--json]
+
+Generates a Llama-shaped causal LM from a config (random init, seed fixed, no
+hub access) of about --size-mb in --dtype, saves it with ``save_pretrained``
+(safetensors, sharded at --shard-mb; 0: one file) into a temporary folder (or
+DIR), reads its files once to warm the page cache (--cold: drops them from it
+before every run instead), then times
+``LlamaForCausalLM.from_pretrained(dir, dtype=...)``, alternating the two
+methods --repeat times, each run in a fresh interpreter (imports, the model
+class and MemTier's library loaded before the clock starts):
+
+* ``reference``: transformers as installed (safetensors' mmap safe_open);
+* ``memtier``: the same call inside ``memtier.integrations.patch_safetensors()``.
+
+The clock stops when ``from_pretrained`` returns and again after one byte of
+every 4 KiB page of every weight has been read (the "ready" column): with
+safetensors' mmap the returned parameters are views of the files, read
+lazily by page faults, while MemTier's parameters own their memory (read
+before the call returns), so only the second figure compares the same work.
+
+Every run hashes every parameter and buffer after the timing; the hashes of
+all runs must agree (bit-identical weights), and the patched runs must show
+MemTier's stats serving exactly the checkpoint's tensor bytes. Prints the best
+time of each (both clocks), MB/s (checkpoint tensor bytes / time) and the
+ratio reference time / memtier time (above 1: the patch is faster). ``--json``
+prints one JSON object instead (``rows`` as examples/python/bench_hot.py's,
+for scripts/bench_report.py). Machines are noisy: read the ratio.
+
+Exit status: 0 when every run verified; 1 when the weights or the byte count
+differ, or a run failed; 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from typing import Any, Dict, List
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _peers  # noqa: E402
+
+MB = 1e6
+
+CHILD = textwrap.dedent("""
+    import hashlib, json, sys, time
+    method, path, dtype_name = sys.argv[1], sys.argv[2], sys.argv[3]
+    import torch, transformers
+    transformers.logging.set_verbosity_error()
+    try:
+        transformers.utils.logging.disable_progress_bar()
+    except AttributeError:
+        pass
+    dtype = getattr(torch, dtype_name)
+    import memtier
+    from memtier.integrations import counts, patch_safetensors
+    ctx = memtier.Context()
+    ctx.stats()  # load the library and make the context before the clock
+    cls = transformers.LlamaForCausalLM
+    t0 = time.perf_counter()
+    if method == "memtier":
+        with patch_safetensors(ctx):
+            model = cls.from_pretrained(path, dtype=dtype)
+    else:
+        model = cls.from_pretrained(path, dtype=dtype)
+    dt = time.perf_counter() - t0
+    # First touch: one byte of every 4 KiB page of every weight, as a first
+    # forward pass reads them. The reference's parameters are views of its
+    # mmap of the files (faulted in here); MemTier's own their memory.
+    t1 = time.perf_counter()
+    for t in list(model.parameters()) + list(model.buffers()):
+        b = t.detach().reshape(-1).view(torch.uint8)
+        if b.numel():
+            int(b[::4096].sum())
+    touch = time.perf_counter() - t1
+    h = hashlib.sha256()
+    for name, t in sorted(list(model.named_parameters()) + list(model.named_buffers())):
+        h.update(name.encode())
+        h.update(t.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    print(json.dumps({"s": dt, "touch_s": touch, "sha256": h.hexdigest(), "served": ctx.stats().bytes,
+                      "counts": counts()}))
+""")
+
+
+def payload_bytes(folder: str) -> int:
+    """Tensor bytes of every .safetensors file of ``folder`` (their headers' data_offsets)."""
+    import struct
+
+    total = 0
+    for f in os.listdir(folder):
+        if f.endswith(".safetensors"):
+            with open(os.path.join(folder, f), "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(n))
+            total += sum(v["data_offsets"][1] - v["data_offsets"][0]
+                         for k, v in header.items() if k != "__metadata__")
+    return total
+
+
+def generate(folder: str, size_mb: float, dtype_name: str, shard_mb: float) -> Dict[str, Any]:
+    """Save a Llama-shaped model of about ``size_mb`` into ``folder``; returns its shape."""
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    dtype = getattr(torch, dtype_name)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    hidden, inter, vocab, heads, kv = 1024, 2816, 16000, 16, 4
+    per_layer = 2 * hidden * hidden + 2 * hidden * (hidden // heads) * kv + 3 * hidden * inter + 2 * hidden
+    fixed = 2 * vocab * hidden + hidden
+    layers = max(1, round((size_mb * MB / itemsize - fixed) / per_layer))
+    cfg = transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter,
+                                   num_hidden_layers=layers, num_attention_heads=heads,
+                                   num_key_value_heads=kv, max_position_embeddings=2048,
+                                   tie_word_embeddings=False)
+    torch.manual_seed(20261201)
+    model = transformers.LlamaForCausalLM(cfg).to(dtype)
+    kw = {"max_shard_size": f"{int(shard_mb)}MB"} if shard_mb > 0 else {"max_shard_size": "1000GB"}
+    model.save_pretrained(folder, safe_serialization=True, **kw)
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
+    return {"layers": layers, "hidden": hidden, "vocab": vocab, "files": len(files)}
+
+
+def run_child(method: str, folder: str, dtype_name: str) -> Dict[str, Any]:
+    r = subprocess.run([sys.executable, "-c", CHILD, method, folder, dtype_name],
+                       capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"{method} run failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-mb", type=float, default=400.0, help="checkpoint size, MB (default 400)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--shard-mb", type=float, default=100.0, help="shard size, MB; 0: one file")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per method (default 3)")
+    ap.add_argument("--dir", help="folder for the model (default: a temporary one, removed)")
+    ap.add_argument("--cold", action="store_true",
+                    help="drop the files from the page cache before every run (default: warm)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    a = ap.parse_args()
+    if not 10 <= a.size_mb <= 100_000:
+        ap.error(f"--size-mb={a.size_mb}: must be 10..100000")
+    if not 1 <= a.repeat <= 20:
+        ap.error(f"--repeat={a.repeat}: must be 1..20")
+    if a.shard_mb < 0:
+        ap.error(f"--shard-mb={a.shard_mb}: must be >= 0")
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        ap.error("transformers is not installed (pip install transformers)")
+
+    tmp = None
+    if a.dir:
+        folder = a.dir
+        os.makedirs(folder, exist_ok=True)
+    else:
+        tmp = folder = tempfile.mkdtemp(prefix="memtier_bench_from_pretrained_")
+    try:
+        _peers.require_disk(folder, a.size_mb * MB * 1.2, int(a.size_mb * MB), tmp)
+        _peers.log(f"bench_from_pretrained: saving a ~{a.size_mb:.0f} MB {a.dtype} Llama model ...")
+        shape = generate(folder, a.size_mb, a.dtype, a.shard_mb)
+        nbytes = payload_bytes(folder)
+        paths = [os.path.join(folder, f) for f in os.listdir(folder)]
+        for p in paths:
+            _peers.warm(p)
+        runs: Dict[str, List[Dict[str, Any]]] = {"reference": [], "memtier": []}
+        for i in range(a.repeat):
+            for method in ("reference", "memtier"):
+                _peers.log(f"bench_from_pretrained: {method} run {i + 1}/{a.repeat} ...")
+                if a.cold:
+                    for p in paths:
+                        _peers.evict(p)
+                runs[method].append(run_child(method, folder, a.dtype))
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    hashes = {r["sha256"] for rs in runs.values() for r in rs}
+    served_ok = all(r["served"] == nbytes and not r["counts"]["fallback"] for r in runs["memtier"])
+    verified = len(hashes) == 1 and served_ok
+    best = {m: min(r["s"] for r in rs) for m, rs in runs.items()}
+    ready = {m: min(r["s"] + r["touch_s"] for r in rs) for m, rs in runs.items()}
+    cache = "cold" if a.cold else "warm"
+    where = f"{nbytes / MB:.0f} MB in {shape['files']} shard(s), {cache} page cache, best of {a.repeat}"
+    rows = [{"key": f"from_pretrained_{a.dtype}_{cache}", "available": True, "unit": "s",
+             "memtier": best["memtier"], "base": best["reference"],
+             "ratio": best["reference"] / best["memtier"],
+             "note": where + "; the reference's weights are mmap views, not yet read"},
+            {"key": f"from_pretrained_ready_{a.dtype}_{cache}", "available": True, "unit": "s",
+             "memtier": ready["memtier"], "base": ready["reference"],
+             "ratio": ready["reference"] / ready["memtier"],
+             "note": where + "; from_pretrained + first touch of every weight page"}]
+    out = {"benchmark": "bench_from_pretrained.py", "python": platform.python_version(),
+           "cpus": os.cpu_count(), "transformers": transformers.__version__, "dtype": a.dtype,
+           "page_cache": cache,
+           "checkpoint_bytes": nbytes, "model": shape, "repeat": a.repeat,
+           "ratio": "reference seconds / memtier seconds (above 1: the patch is faster)",
+           "runs": runs, "rows": rows, "bit_identical": len(hashes) == 1,
+           "memtier_served_exact": served_ok, "verified": verified, "ok": verified}
+    if a.json:
+        print(json.dumps(out))
+    else:
+        print(f"from_pretrained of a {nbytes / MB:.0f} MB {a.dtype} Llama model ({shape['layers']} layers, "
+              f"{shape['files']} safetensors file(s)), {cache} page cache, best of {a.repeat}, "
+              f"transformers {transformers.__version__}, {os.cpu_count()} CPUs")
+        table = [[m, f"{best[m]:.3f}", f"{nbytes / MB / best[m]:.0f}", f"{best['reference'] / best[m]:.2f}x",
+                  f"{ready[m]:.3f}", f"{nbytes / MB / ready[m]:.0f}", f"{ready['reference'] / ready[m]:.2f}x"]
+                 for m in ("reference", "memtier")]
+        print(_peers.table(["method", "from_pretrained s", "MB/s", "vs reference",
+                            "+ first touch s", "MB/s", "vs reference"], table))
+        print(f"weights bit-identical across all runs: {len(hashes) == 1}; MemTier served exactly "
+              f"the {nbytes} tensor bytes: {served_ok}")
+    return 0 if verified else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

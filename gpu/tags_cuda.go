@@ -1,5 +1,0 @@
-//go:build memtier_cuda
-
-package gpu
-
-func init() { buildTags = append(buildTags, "cuda") }

@@ -1,0 +1,348 @@
+"""Putting MemTier's stand-ins (:mod:`._routes`) where safetensors' reading
+functions are, and putting the originals back.
+
+The names replaced: ``safetensors.safe_open``, ``safetensors.torch.load_file``,
+``safetensors.torch.load_model`` and ``safetensors.numpy.load_file``, plus
+every module-level name in any other loaded module that holds one of those
+objects (``from safetensors import safe_open`` in
+``transformers.modeling_utils``, ``from safetensors.torch import load_file as
+safe_load_file`` elsewhere). A safetensors module imported while the patch
+is on is patched as soon as its code has run (an import hook on
+``sys.meta_path``), and a module imported while it is on binds the stand-ins
+itself; taking the patch off puts the original back wherever a stand-in is
+found, so both cases are undone. A stand-in left somewhere else (a local
+variable, a closure) calls the original once the patch is off.
+
+Activations nest and may overlap across threads: the first one installs, the
+last one to stop restores (a counter under a lock).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import threading
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .._context import Context
+from . import _routes
+
+ENV_PATCH = "MEMTIER_PATCH_SAFETENSORS"
+
+# (module, attribute, the name counted in _routes.counts())
+_TARGETS: Tuple[Tuple[str, str], ...] = (
+    ("safetensors", "safe_open"),
+    ("safetensors.torch", "load_file"),
+    ("safetensors.torch", "load_model"),
+    ("safetensors.numpy", "load_file"),
+)
+_TARGET_MODULES = frozenset(m for m, _ in _TARGETS)
+
+_lock = threading.RLock()
+_active: List["SafetensorsPatch"] = []
+_installed: List[Tuple[Any, str, Any, Any]] = []  # (module, attribute, original, stand-in)
+# One stand-in per original object, made once and reused by later installs.
+# _keep holds both alive, so an id found in these dicts is that very object.
+_originals: Dict[int, Any] = {}  # id(original) -> its stand-in
+_standins: Dict[int, Any] = {}  # id(stand-in) -> its original
+_keep: List[Any] = []
+_finder: Optional["_Finder"] = None
+
+
+def _route() -> Tuple[bool, Optional[Context]]:
+    """(patch on?, the context of the most recently started active patch)."""
+    try:
+        return True, _active[-1].ctx
+    except IndexError:
+        return False, None
+
+
+def _make_standin(module: str, attr: str, original: Any) -> Any:
+    fn = f"{module}.{attr}"
+    if attr == "safe_open":
+        return _routes.make_safe_open(original, fn, _route)
+    if attr == "load_model":
+        return _routes.make_load_model(original, fn, _route)
+    return _routes.make_load_file(original, fn, "np" if module.endswith("numpy") else "pt", _route)
+
+
+def _standin_for(module: str, attr: str, original: Any) -> Any:
+    s = _originals.get(id(original))
+    if s is None:
+        s = _make_standin(module, attr, original)
+        _originals[id(original)] = s
+        _standins[id(s)] = original
+        _keep.extend((s, original))
+    return s
+
+
+def _set(mod: Any, attr: str, original: Any, standin: Any) -> None:
+    setattr(mod, attr, standin)
+    _installed.append((mod, attr, original, standin))
+
+
+def _patch_target_module(mod: Any) -> None:
+    """Replace the target names of one safetensors module (lock held)."""
+    for m, attr in _TARGETS:
+        if m != mod.__name__:
+            continue
+        cur = mod.__dict__.get(attr)
+        if cur is None or id(cur) in _standins:
+            continue
+        _set(mod, attr, cur, _standin_for(m, attr, cur))
+
+
+def _module_dicts(skip_safetensors: bool) -> List[Tuple[Any, Dict[str, Any]]]:
+    out = []
+    for name, mod in list(sys.modules.items()):
+        if name == "memtier" or name.startswith("memtier."):
+            continue
+        if skip_safetensors and (name == "safetensors" or name.startswith("safetensors.")):
+            continue  # their own names stay the originals: a fallback runs the reference as is
+        d = getattr(mod, "__dict__", None) if mod is not None else None
+        if isinstance(d, dict):
+            out.append((mod, d))
+    return out
+
+
+def _install() -> None:
+    """Patch everything loaded now and hook later imports (lock held)."""
+    global _finder
+    for m in _TARGET_MODULES:
+        mod = sys.modules.get(m)
+        if mod is not None:
+            _patch_target_module(mod)
+    if _originals:  # nothing to look for before safetensors is imported
+        for mod, d in _module_dicts(skip_safetensors=True):
+            for attr, v in list(d.items()):
+                s = _originals.get(id(v))
+                if s is not None:
+                    _set(mod, attr, v, s)
+    _finder = _Finder()
+    sys.meta_path.insert(0, _finder)
+
+
+def _restore() -> None:
+    """Put the originals back (lock held): where this install put a stand-in
+    and it is still there, and wherever else a stand-in is found (a module
+    imported while the patch was on). A name someone else rebound since is
+    left as it is."""
+    global _finder
+    if _finder is not None:
+        try:
+            sys.meta_path.remove(_finder)
+        except ValueError:
+            pass
+        _finder = None
+    for mod, attr, original, standin in reversed(_installed):
+        if mod.__dict__.get(attr) is standin:
+            setattr(mod, attr, original)
+    _installed.clear()
+    for mod, d in _module_dicts(skip_safetensors=False):
+        for attr, v in list(d.items()):
+            original = _standins.get(id(v))
+            if original is not None:
+                setattr(mod, attr, original)
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs a safetensors module's own loader, then patches the module."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def create_module(self, spec: Any) -> Any:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._inner.exec_module(module)
+        with _lock:
+            if _active:
+                _patch_target_module(module)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... of the real loader
+        if name == "_inner":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the safetensors target modules with the other finders and wraps their loader."""
+
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]], target: Any = None) -> Any:
+        if fullname not in _TARGET_MODULES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+
+
+class SafetensorsPatch:
+    """One activation of :func:`patch_safetensors`: on from its creation until
+    :meth:`stop` (or the end of its ``with`` block).
+
+    Attributes
+    ----------
+    ctx : Context or None
+        The context the routed calls use (None: the default context) while
+        this is the most recently started active patch.
+    """
+
+    def __init__(self, ctx: Optional[Context] = None) -> None:
+        if ctx is not None and not isinstance(ctx, Context):
+            raise TypeError(f"memtier.patch_safetensors: ctx must be a memtier.Context or None, "
+                            f"got {type(ctx).__name__}")
+        self.ctx = ctx
+        self._on = False
+
+    @property
+    def active(self) -> bool:
+        """True until :meth:`stop` (or :func:`unpatch_safetensors`)."""
+        return self._on
+
+    def _start(self) -> "SafetensorsPatch":
+        with _lock:
+            if not _active:
+                try:
+                    _install()
+                except BaseException:
+                    _restore()
+                    raise
+            _active.append(self)
+            self._on = True
+        return self
+
+    def stop(self) -> None:
+        """End this activation; the last one to end puts the originals back.
+        Idempotent. Thread-safe."""
+        with _lock:
+            if not self._on:
+                return
+            self._on = False
+            _active.remove(self)
+            if not _active:
+                _restore()
+
+    def __enter__(self) -> "SafetensorsPatch":
+        """Return self (already on)."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """:meth:`stop`; an exception in the block propagates."""
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<memtier.SafetensorsPatch {'on' if self._on else 'off'}>"
+
+
+def patch_safetensors(ctx: Optional[Context] = None) -> SafetensorsPatch:
+    """Route safetensors' reading functions through MemTier, with no change to the caller's code.
+
+    ``safetensors.safe_open``, ``safetensors.torch.load_file``,
+    ``safetensors.torch.load_model`` and ``safetensors.numpy.load_file`` (and
+    every other module's name bound to one of them, such as
+    ``transformers.modeling_utils.safe_open``) are replaced by stand-ins that
+    call :mod:`memtier.safetensors` for the arguments MemTier serves with the
+    reference's meaning, and the original function for the rest (a file-like
+    object, a device such as "mps"; see :func:`memtier.integrations.counts`).
+
+    Use it as a context manager::
+
+        with memtier.patch_safetensors():
+            model = AutoModel.from_pretrained(path)
+
+    or as a plain call that stays on until ``.stop()`` on the result or
+    :func:`unpatch_safetensors`. Activations nest and may overlap in threads;
+    the originals come back, exactly the objects that were there, when the
+    last one stops, also when the block raises.
+
+    Parameters
+    ----------
+    ctx : Context, optional
+        The context that serves the routed calls (its stats count their
+        bytes). Default: the process's default context. With several active
+        patches the most recently started one's context is used.
+
+    Returns
+    -------
+    SafetensorsPatch
+        Already on.
+
+    Raises
+    ------
+    ImportError
+        safetensors is not installed (nothing to route).
+    TypeError
+        ``ctx`` is not a :class:`memtier.Context`.
+
+    Notes
+    -----
+    Thread-safe. Turning it on or off scans the loaded modules once (tens of
+    milliseconds with transformers loaded); the calls routed cost one check
+    of their arguments. Results follow :mod:`memtier.safetensors` (each
+    tensor owns its memory; its documented differences apply).
+    """
+    import importlib.util
+
+    if "safetensors" not in sys.modules and importlib.util.find_spec("safetensors") is None:
+        raise ImportError("memtier.patch_safetensors: safetensors is not installed, so there is "
+                          "nothing to route (pip install safetensors)")
+    return SafetensorsPatch(ctx)._start()
+
+
+def unpatch_safetensors() -> int:
+    """Stop every active :func:`patch_safetensors` activation (those still in a
+    ``with`` block too): the originals are back when it returns. Returns how
+    many were stopped (0 when the patch was off). Thread-safe."""
+    with _lock:
+        live = list(_active)
+        for p in reversed(live):
+            p.stop()
+        return len(live)
+
+
+def is_patched() -> bool:
+    """True while at least one :func:`patch_safetensors` activation is on. Thread-safe."""
+    return bool(_active)
+
+
+_env_patch: Optional[SafetensorsPatch] = None
+
+
+def apply_env() -> Optional[SafetensorsPatch]:
+    """Turn the patch on when ``MEMTIER_PATCH_SAFETENSORS`` asks for it (called
+    by ``import memtier``); returns that activation, or None.
+
+    "1", "true", "yes", "on": on for the life of the process (or until
+    :func:`unpatch_safetensors`), with the default context. Unset, "", "0",
+    "false", "no", "off": nothing. Another value: a warning naming it, and
+    nothing. Importing nothing itself: safetensors, torch and numpy are
+    patched when they are imported, so ``import memtier`` stays light. Does
+    nothing when safetensors is not installed. Idempotent. Thread-safe.
+    """
+    global _env_patch
+    raw = os.environ.get(ENV_PATCH, "")
+    v = raw.strip().lower()
+    if v in ("", "0", "false", "no", "off"):
+        return None
+    if v not in ("1", "true", "yes", "on"):
+        warnings.warn(f"{ENV_PATCH}={raw!r} is not understood (use 1 or 0); the safetensors "
+                      f"patch stays off", RuntimeWarning, stacklevel=2)
+        return None
+    with _lock:
+        if _env_patch is not None and _env_patch.active:
+            return _env_patch
+        try:
+            _env_patch = patch_safetensors()
+        except ImportError:
+            return None
+        return _env_patch
