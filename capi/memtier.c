@@ -279,6 +279,16 @@ int memtier_gpu_info(memtier_ctx_t* ctx, char* buf, size_t buf_size) {
     return mtgo_gpu_info(MT_ID(ctx), buf, buf_size);
 }
 
+int memtier_memory_limit(memtier_ctx_t* ctx, uint64_t* bytes_out, char* source, size_t source_len) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_memory_limit: ctx is NULL");
+    if (source != NULL && source_len == 0)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG,
+                           "memtier_memory_limit: source_len is 0 (no room for the NUL)");
+    if (source != NULL) source[0] = '\0';
+    return mtgo_memory_limit(MT_ID(ctx), bytes_out, source, source_len); /* exports_memlimit.go */
+}
+
 int memtier_debug_hook(memtier_ctx_t* ctx, int hook) {
     MT_GUARD();
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_debug_hook: ctx is NULL");

@@ -327,6 +327,28 @@ MEMTIER_API int memtier_finalize(memtier_ctx_t* ctx);
  * Returns MEMTIER_OK, MEMTIER_ERR_INVALID_ARG, MEMTIER_ERR_CLOSED. */
 MEMTIER_API int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, size_t cfg_size);
 
+/* memtier_memory_limit: the memory limit that bounded ctx's DRAM cache budget,
+ * read once by memtier_init (a limit changed later is not seen): the smallest
+ * of the host's RAM and the memory cgroup limits of the process (cgroup v2
+ * memory.max and memory.high, v1 memory.limit_in_bytes, of its cgroup and of
+ * each ancestor). The default cache_bytes is at most 25% of a cgroup limit;
+ * an explicit one above that share, or above the host's RAM, fails
+ * memtier_init. *bytes_out gets the limit in bytes (0: none known). source
+ * gets where it came from, e.g. "cgroup v2 memory.max at /sys/fs/cgroup/job"
+ * or "host RAM" ("" when none is known), NUL-terminated and cut to fit
+ * source_len bytes, the NUL included (the text is at most a path plus 40
+ * bytes; 4096 + 64 always fits). bytes_out or source may be NULL to skip
+ * that output (source_len is then ignored).
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx; source not NULL with source_len 0)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: after 0.3. */
+MEMTIER_API int memtier_memory_limit(memtier_ctx_t* ctx, uint64_t* bytes_out, char* source,
+                                     size_t source_len);
+
 /* ===================================================================== */
 /* Reads                                                                  */
 /* ===================================================================== */
@@ -489,7 +511,12 @@ typedef struct memtier_decision {
  * out->path is MEMTIER_PATH_HBM, _CACHE, _GDS or _STAGED and the reason names
  * the rule (threshold, alignment, GDS fallback remembered for the file, GDS
  * unavailable and why, or not probed yet); dst is not inspected. A CPU target
- * never initialises CUDA. Thread-safe. */
+ * never initialises CUDA. For a URL, the reason also says where the bytes not
+ * in the DRAM cache would come from: "; disk cache: N bytes in M blocks;
+ * remote GET: K bytes in L blocks" with the disk cache tier on (the blocks
+ * its directory holds now, found by name without reading them, and the whole
+ * blocks a read would fetch, as disk_cache_hit_* and disk_cache_miss_* count
+ * them), or "; remote GET: K bytes (no disk cache)". Thread-safe. */
 MEMTIER_API int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                 uint64_t size, const void* dst, int target, uint32_t flags,
                                 memtier_decision_t* out);
@@ -797,6 +824,42 @@ typedef struct memtier_stats {
     uint64_t readv_uring_fallback_unavailable; /* ... because the kernel      */
                                     /* refused io_uring (not built in,        */
                                     /* kernel.io_uring_disabled, seccomp)     */
+    /* Added after 0.3 (memtier_stats_sized with this header's size): remote
+     * objects (s3://, http(s)://) and the disk cache tier in front of them
+     * (MEMTIER_DISK_CACHE_DIR). All are per context, 0 until the context
+     * reads its first URL: remote_* count the GETs of the context's own
+     * remote client (its connection pool, made on that first URL), and
+     * disk_cache_* count what the context's reads found in, fetched for and
+     * wrote to the directory. The directory and its byte budget are shared
+     * by every context and process that names it; what the others do there
+     * is counted in their stats, not here. A block is counted once per
+     * request that needs it. Bytes the DRAM cache serves never reach these
+     * tiers (freshness STRICT still sends its revalidation GET). */
+    uint64_t remote_requests;       /* GETs sent: the open's (and each        */
+                                    /* freshness revalidation's) and one per  */
+                                    /* ranged part; a retried GET counts each */
+                                    /* attempt                                */
+    uint64_t remote_bytes;          /* body bytes received from remote servers*/
+    uint64_t remote_retries;        /* GET attempts after a failed one        */
+    uint64_t remote_throttles;      /* 503 (SlowDown) and 429 answers; the    */
+                                    /* client then lowers its concurrency     */
+    uint64_t disk_cache_hit_blocks; /* blocks served from the disk cache      */
+    uint64_t disk_cache_hit_bytes;  /* bytes of requests served from those    */
+                                    /* blocks (the requested part of each)    */
+    uint64_t disk_cache_miss_blocks; /* blocks not on disk (or corrupt),      */
+                                    /* fetched remotely whole                 */
+    uint64_t disk_cache_miss_bytes; /* bytes fetched for them (whole blocks)  */
+    uint64_t disk_cache_written_bytes; /* bytes of the entries written to the */
+                                    /* directory, headers included (4 KiB an  */
+                                    /* entry for URLs under about 4000 bytes) */
+    uint64_t disk_cache_evicted_bytes; /* bytes of entries this context       */
+                                    /* removed to keep the directory within   */
+                                    /* its budget (oldest used first)         */
+    uint64_t disk_cache_corrupt_entries; /* torn, truncated or corrupt        */
+                                    /* entries found on read: deleted,        */
+                                    /* refetched, never served                */
+    uint64_t disk_cache_inline_writes; /* blocks a reader wrote itself        */
+                                    /* because the write-behind queue was full*/
 } memtier_stats_t;
 
 /* memtier_stats: fills the whole of *st (the layout above, never reading it
@@ -832,7 +895,8 @@ MEMTIER_API int memtier_stats_sized(memtier_ctx_t* ctx, memtier_stats_t* st, siz
 
 /* memtier_stats_reset: sets every counter to 0 except cache_resident_bytes,
  * cache_budget_bytes, hbm_resident_bytes and hbm_budget_bytes, which describe
- * state.
+ * state. The remote_* and disk_cache_* counters restart from 0 as well (the
+ * tiers' own totals are kept and the values at the reset subtracted).
  * Returns:
  *   MEMTIER_OK
  *   MEMTIER_ERR_INVALID_ARG (NULL ctx)

@@ -73,6 +73,18 @@
     C(readv_uring_batches) \
     C(readv_uring_reads) \
     C(readv_uring_fallback_off) \
-    C(readv_uring_fallback_unavailable)
+    C(readv_uring_fallback_unavailable) \
+    C(remote_requests) \
+    C(remote_bytes) \
+    C(remote_retries) \
+    C(remote_throttles) \
+    C(disk_cache_hit_blocks) \
+    C(disk_cache_hit_bytes) \
+    C(disk_cache_miss_blocks) \
+    C(disk_cache_miss_bytes) \
+    C(disk_cache_written_bytes) \
+    C(disk_cache_evicted_bytes) \
+    C(disk_cache_corrupt_entries) \
+    C(disk_cache_inline_writes)
 
 #endif /* MT_GENERATED_H */

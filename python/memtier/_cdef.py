@@ -108,6 +108,9 @@ int memtier_finalize(memtier_ctx_t* ctx);
 
 int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, size_t cfg_size);
 
+int memtier_memory_limit(memtier_ctx_t* ctx, uint64_t* bytes_out, char* source,
+    size_t source_len);
+
 int memtier_read(memtier_ctx_t* ctx, const char* path, uint64_t offset,
     uint64_t size, void* dst, int target);
 
@@ -298,6 +301,18 @@ typedef struct memtier_stats {
     uint64_t readv_uring_reads;
     uint64_t readv_uring_fallback_off;
     uint64_t readv_uring_fallback_unavailable;
+    uint64_t remote_requests;
+    uint64_t remote_bytes;
+    uint64_t remote_retries;
+    uint64_t remote_throttles;
+    uint64_t disk_cache_hit_blocks;
+    uint64_t disk_cache_hit_bytes;
+    uint64_t disk_cache_miss_blocks;
+    uint64_t disk_cache_miss_bytes;
+    uint64_t disk_cache_written_bytes;
+    uint64_t disk_cache_evicted_bytes;
+    uint64_t disk_cache_corrupt_entries;
+    uint64_t disk_cache_inline_writes;
 } memtier_stats_t;
 
 int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st);

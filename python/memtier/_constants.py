@@ -220,6 +220,18 @@ STATS_FIELDS: Tuple[str, ...] = (
     "readv_uring_reads",
     "readv_uring_fallback_off",
     "readv_uring_fallback_unavailable",
+    "remote_requests",
+    "remote_bytes",
+    "remote_retries",
+    "remote_throttles",
+    "disk_cache_hit_blocks",
+    "disk_cache_hit_bytes",
+    "disk_cache_miss_blocks",
+    "disk_cache_miss_bytes",
+    "disk_cache_written_bytes",
+    "disk_cache_evicted_bytes",
+    "disk_cache_corrupt_entries",
+    "disk_cache_inline_writes",
 )
 
 #: memtier_stats_t fields that describe state, not counters (memtier_stats_reset keeps them).

@@ -109,6 +109,30 @@ class Stats:
     """readv calls that read such elements one preadv2 each because MEMTIER_IO_URING=0"""
     readv_uring_fallback_unavailable: int
     """... because the kernel refused io_uring (not built in, kernel.io_uring_disabled, seccomp)"""
+    remote_requests: int
+    """GETs sent: the open's (and each freshness revalidation's) and one per ranged part; a retried GET counts each attempt"""
+    remote_bytes: int
+    """body bytes received from remote servers"""
+    remote_retries: int
+    """GET attempts after a failed one"""
+    remote_throttles: int
+    """503 (SlowDown) and 429 answers; the client then lowers its concurrency"""
+    disk_cache_hit_blocks: int
+    """blocks served from the disk cache"""
+    disk_cache_hit_bytes: int
+    """bytes of requests served from those blocks (the requested part of each)"""
+    disk_cache_miss_blocks: int
+    """blocks not on disk (or corrupt), fetched remotely whole"""
+    disk_cache_miss_bytes: int
+    """bytes fetched for them (whole blocks)"""
+    disk_cache_written_bytes: int
+    """bytes of the entries written to the directory, headers included (4 KiB an entry for URLs under about 4000 bytes)"""
+    disk_cache_evicted_bytes: int
+    """bytes of entries this context removed to keep the directory within its budget (oldest used first)"""
+    disk_cache_corrupt_entries: int
+    """torn, truncated or corrupt entries found on read: deleted, refetched, never served"""
+    disk_cache_inline_writes: int
+    """blocks a reader wrote itself because the write-behind queue was full"""
 
     def as_dict(self) -> Dict[str, int]:
         """The counters as a plain dict."""

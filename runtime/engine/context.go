@@ -167,16 +167,47 @@ func (c *Context) Stats() stats.Snapshot {
 		s.CacheBudgetBytes = c.cache.Budget()
 	}
 	c.gpuStats(&s)
+	s.Tiers = c.st.TierSince(c.tierTotals())
 	return s
 }
 
 // ResetStats zeroes every counter (the cache gauges describe state and stay).
+// The remote client and the disk cache keep their own totals, which are not
+// reset: their values now become the baseline that Stats subtracts.
 func (c *Context) ResetStats() {
 	c.st.Reset()
+	c.st.SetTierBaseline(c.tierTotals())
 	if c.hit != nil {
 		c.hit.ResetCounters()
 	}
 	c.tgt.ResetStats()
+}
+
+// tierTotals returns the totals of the context's remote client and disk
+// cache since they were made (zero for a tier not made yet: no URL read, or
+// no disk cache directory). Both belong to this context (sources), so the
+// counts are per context even where the directory is shared.
+func (c *Context) tierTotals() stats.Tiers {
+	var t stats.Tiers
+	s, ok := c.src.(*sources)
+	if !ok {
+		return t
+	}
+	s.mu.Lock()
+	r := s.remote
+	s.mu.Unlock()
+	if r != nil {
+		rs := r.Client().Stats()
+		t.RemoteRequests, t.RemoteBytes = rs.Requests, rs.Bytes
+		t.RemoteRetries, t.RemoteThrottles = rs.Retries, rs.Throttles
+	}
+	if d, ok := s.diskStats(); ok {
+		t.DiskCacheHitBlocks, t.DiskCacheHitBytes = d.HitBlocks, d.HitBytes
+		t.DiskCacheMissBlocks, t.DiskCacheMissBytes = d.MissBlocks, d.MissBytes
+		t.DiskCacheWrittenBytes, t.DiskCacheEvictedBytes = d.WrittenBytes, d.EvictedBytes
+		t.DiskCacheCorruptEntries, t.DiskCacheInlineWrites = d.CorruptEntries, d.InlineWrites
+	}
+	return t
 }
 
 // DropCache removes path's blocks ("" = every block) and closes its idle

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/memtier/memtier/gpu"
+	"github.com/memtier/memtier/runtime/diskcache"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/iopath"
@@ -50,7 +51,7 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 	defer p.release()
 	ex := Explanation{Decision: p.d, CachedBytes: p.cached, ResidentBytes: p.in.ResidentBytes,
 		Tasks: c.planTasks(&p)}
-	ex.Reason = c.describe(&p)
+	ex.Reason = c.describe(&p) + c.remoteText(f, &p)
 	if ex.Path == policy.PathDirect && !dstAligned && !ex.Admit {
 		ex.Reason += "; unaligned dst: head and tail through bounce buffers"
 	}
@@ -58,6 +59,53 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 		ex.Reason += "; fills cache"
 	}
 	return ex, nil
+}
+
+// remoteText says, for a remote object, where the bytes p reads from the
+// source would come from: "; disk cache: N bytes in M blocks; remote GET: K
+// bytes in L blocks" with the disk cache tier on (the blocks its directory
+// holds now, found by name, and the whole blocks a read would fetch, as
+// stats disk_cache_hit_* and disk_cache_miss_* count them), "; remote GET: K
+// bytes (no disk cache)" without it, and "" for a local file or when the
+// DRAM cache holds every byte.
+func (c *Context) remoteText(f source.Object, p *plan) string {
+	ro, ok := f.(*remote.Object)
+	if !ok {
+		return ""
+	}
+	var src uint64
+	for _, s := range p.list() {
+		if s.tier == tierSource || s.tier == tierFill || s.tier == tierFillRun {
+			src += s.size
+		}
+	}
+	if src == 0 {
+		return ""
+	}
+	s, _ := c.src.(*sources)
+	if s == nil {
+		return ""
+	}
+	d, ok := s.of(f).(*diskcache.Source)
+	if !ok {
+		return fmt.Sprintf("; remote GET: %d bytes (no disk cache)", src)
+	}
+	var sum diskcache.Peek
+	for _, sp := range p.list() {
+		if sp.tier != tierSource && sp.tier != tierFill && sp.tier != tierFillRun {
+			continue
+		}
+		pk, ok := d.Peek(ro, sp.off, sp.size)
+		if !ok { // not cacheable (no validator): every byte is a remote GET
+			return fmt.Sprintf("; remote GET: %d bytes (not cacheable on disk: no ETag or Last-Modified)", src)
+		}
+		sum.HitBlocks += pk.HitBlocks
+		sum.HitBytes += pk.HitBytes
+		sum.MissBlocks += pk.MissBlocks
+		sum.MissBytes += pk.MissBytes
+	}
+	return fmt.Sprintf("; disk cache: %d bytes in %d blocks; remote GET: %d bytes in %d blocks",
+		sum.HitBytes, sum.HitBlocks, sum.MissBytes, sum.MissBlocks)
 }
 
 // quietPath is the file-side path a read with flags would take, decided

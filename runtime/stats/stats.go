@@ -3,7 +3,10 @@
 // include/memtier.h (capi copies it field by field).
 package stats
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Counters are the live counters of one context. All methods are safe for
 // concurrent use.
@@ -38,6 +41,12 @@ type Counters struct {
 	// (MEMTIER_IO_URING=0; the kernel refused io_uring).
 	ReadvUringBatches, ReadvUringReads                   atomic.Uint64
 	ReadvUringFallbackOff, ReadvUringFallbackUnavailable atomic.Uint64
+
+	// tierBase holds the remote and disk cache totals at the last Reset
+	// (SetTierBaseline): those tiers keep their own counters, which are
+	// not reset, so a Snapshot reports their growth since then (TierSince).
+	tierMu   sync.Mutex
+	tierBase Tiers
 }
 
 // Snapshot is a copy of the counters plus two state gauges (resident and budget
@@ -76,6 +85,70 @@ type Snapshot struct {
 	// Added after 0.3: readv's io_uring batches.
 	ReadvUringBatches, ReadvUringReads                   uint64
 	ReadvUringFallbackOff, ReadvUringFallbackUnavailable uint64
+	// Added after 0.3: remote objects and the disk cache tier (Tiers, filled
+	// by the engine from the context's remote client and disk cache).
+	Tiers
+}
+
+// Tiers are the counters of the tiers below the engine that keep their own
+// totals: the context's remote client (runtime/remote.Client.Stats) and its
+// disk cache (runtime/diskcache.Cache.Stats). Field order = memtier_stats_t
+// (remote_requests onwards); counts are requests, blocks or entries, and
+// *Bytes fields are bytes.
+type Tiers struct {
+	RemoteRequests  uint64 // GETs sent (open, revalidations, parts), each retry attempt counted
+	RemoteBytes     uint64 // body bytes received from remote servers
+	RemoteRetries   uint64 // GET attempts after a failed one
+	RemoteThrottles uint64 // 503 (SlowDown) and 429 answers
+
+	DiskCacheHitBlocks      uint64 // blocks served from the disk cache
+	DiskCacheHitBytes       uint64 // requested bytes served from those blocks
+	DiskCacheMissBlocks     uint64 // blocks not on disk (or corrupt), fetched whole
+	DiskCacheMissBytes      uint64 // bytes fetched for missed blocks (whole blocks)
+	DiskCacheWrittenBytes   uint64 // bytes of entries written, headers included
+	DiskCacheEvictedBytes   uint64 // bytes of entries removed to keep the budget
+	DiskCacheCorruptEntries uint64 // torn or corrupt entries found on read (deleted, refetched)
+	DiskCacheInlineWrites   uint64 // blocks written by their reader (write-behind queue full)
+}
+
+// sub returns t - base field by field, 0 where a total is below its base
+// (a tier replaced since the reset starts again from 0).
+func (t Tiers) sub(base Tiers) Tiers {
+	d := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	return Tiers{
+		RemoteRequests: d(t.RemoteRequests, base.RemoteRequests), RemoteBytes: d(t.RemoteBytes, base.RemoteBytes),
+		RemoteRetries: d(t.RemoteRetries, base.RemoteRetries), RemoteThrottles: d(t.RemoteThrottles, base.RemoteThrottles),
+		DiskCacheHitBlocks:      d(t.DiskCacheHitBlocks, base.DiskCacheHitBlocks),
+		DiskCacheHitBytes:       d(t.DiskCacheHitBytes, base.DiskCacheHitBytes),
+		DiskCacheMissBlocks:     d(t.DiskCacheMissBlocks, base.DiskCacheMissBlocks),
+		DiskCacheMissBytes:      d(t.DiskCacheMissBytes, base.DiskCacheMissBytes),
+		DiskCacheWrittenBytes:   d(t.DiskCacheWrittenBytes, base.DiskCacheWrittenBytes),
+		DiskCacheEvictedBytes:   d(t.DiskCacheEvictedBytes, base.DiskCacheEvictedBytes),
+		DiskCacheCorruptEntries: d(t.DiskCacheCorruptEntries, base.DiskCacheCorruptEntries),
+		DiskCacheInlineWrites:   d(t.DiskCacheInlineWrites, base.DiskCacheInlineWrites),
+	}
+}
+
+// TierSince returns the tiers' totals now minus those recorded by the last
+// SetTierBaseline (all of now before any). Safe for concurrent use.
+func (c *Counters) TierSince(now Tiers) Tiers {
+	c.tierMu.Lock()
+	base := c.tierBase
+	c.tierMu.Unlock()
+	return now.sub(base)
+}
+
+// SetTierBaseline records the tiers' totals at a reset: later TierSince
+// calls subtract them. Safe for concurrent use.
+func (c *Counters) SetTierBaseline(now Tiers) {
+	c.tierMu.Lock()
+	c.tierBase = now
+	c.tierMu.Unlock()
 }
 
 func (c *Counters) all() []*atomic.Uint64 {

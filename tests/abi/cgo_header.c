@@ -17,6 +17,7 @@ int main(void) {
         (any_fn)memtier_version,         (any_fn)memtier_version_number,
         (any_fn)memtier_config_default,  (any_fn)memtier_init,
         (any_fn)memtier_finalize,        (any_fn)memtier_get_config,
+        (any_fn)memtier_memory_limit,
         (any_fn)memtier_read,            (any_fn)memtier_read_ex,
         (any_fn)memtier_readv,           (any_fn)memtier_readv_ex,
         (any_fn)memtier_prefetch,

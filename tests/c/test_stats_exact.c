@@ -11,7 +11,8 @@
  * cache_resident_bytes and cache_budget_bytes. (6) memtier_drop_cache(ctx,
  * path): cache_resident_bytes 0. The GPU-tier counters (0.2) stay 0 for CPU
  * reads; hbm_budget_bytes is the configured hbm_cache_bytes and, with
- * hbm_resident_bytes, survives the reset. All read bytes are checked against P. Every
+ * hbm_resident_bytes, survives the reset. The remote_* and disk_cache_*
+ * counters (after 0.3) stay 0 for a local file. All read bytes are checked against P. Every
  * mismatch is printed before the test fails, so one run shows them all.
  */
 #include "mt_test.h"
@@ -82,6 +83,23 @@ int main(void) {
     SOFT_EQ(s.cache_misses, 1, "(1)");
     SOFT_EQ(s.cache_inserted_bytes, 4096, "(1)");
     SOFT_EQ(s.storage_bytes, 4096, "(1)");
+    /* A local file never reaches the remote or disk cache tiers (after 0.3). */
+    {
+        const size_t lo = offsetof(memtier_stats_t, remote_requests);
+        const size_t hi = offsetof(memtier_stats_t, disk_cache_inline_writes) + sizeof(uint64_t);
+        size_t off;
+        SOFT_EQ(lo, 48 * sizeof(uint64_t), "(1) remote_requests follows the io_uring counters");
+        SOFT_EQ(hi, sizeof s, "(1) disk_cache_inline_writes is the last field");
+        for (off = lo; off < hi; off += sizeof(uint64_t)) {
+            uint64_t v;
+            memcpy(&v, (const unsigned char*)&s + off, sizeof v);
+            if (v != 0) {
+                fprintf(stderr, "MISMATCH (1): remote/disk counter at byte offset %zu = %llu, want 0\n",
+                        off, (unsigned long long)v);
+                mismatches++;
+            }
+        }
+    }
     const uint64_t inserted1 = s.cache_inserted_bytes;
 
     /* (2) the same read again: a cache hit. */
