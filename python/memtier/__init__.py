@@ -91,6 +91,8 @@ Environment
     behave as if torch were not importable (numpy results, tensors refused).
 """
 
+from typing import Any
+
 from ._context import (
     CHUNK_BYTES,
     CONFIG_KEYS,
@@ -195,7 +197,7 @@ from .integrations import _patch as _integrations_patch  # noqa: E402
 _integrations_patch.apply_env()
 
 
-def __getattr__(name: str):  # PEP 562: optional parts, imported on first access
+def __getattr__(name: str) -> Any:  # PEP 562: optional parts, imported on first access
     if name == "MemTierDataset":  # memtier/dataset.py (may import torch: not at import)
         from .dataset import MemTierDataset
 

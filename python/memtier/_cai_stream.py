@@ -53,7 +53,8 @@ def cai_stream(cai: Mapping[str, Any]) -> Optional[int]:
                          "default stream, the stream's handle, or None when no sync is needed")
     if s < 0 or s >= 1 << 64:
         raise ValueError(f"__cuda_array_interface__ 'stream' {s} is not a stream handle")
-    return s
+    handle: int = s
+    return handle
 
 
 def _driver() -> Any:

@@ -19,25 +19,25 @@ from typing import Callable, Dict, Optional, Type
 # memtier_status values, names and memtier_strerror texts: generated from
 # include/memtier.h into _constants.py (tools/mtgen).
 from ._constants import (  # noqa: F401  (re-exported: other modules use _errors.ERR_*)
-    ERR_BUSY,
-    ERR_CLOSED,
-    ERR_DIRECT_IO,
-    ERR_EOF,
-    ERR_FORKED,
-    ERR_FORMAT,
-    ERR_INTERNAL,
-    ERR_INVALID_ARG,
-    ERR_IO,
-    ERR_IS_DIR,
-    ERR_NOMEM,
-    ERR_NOT_FOUND,
-    ERR_NOT_REGULAR,
-    ERR_PERMISSION,
-    ERR_TIMEOUT,
-    ERR_UNSUPPORTED,
-    OK,
-    STATUS_NAMES,
-    STATUS_TEXTS,
+    ERR_BUSY as ERR_BUSY,
+    ERR_CLOSED as ERR_CLOSED,
+    ERR_DIRECT_IO as ERR_DIRECT_IO,
+    ERR_EOF as ERR_EOF,
+    ERR_FORKED as ERR_FORKED,
+    ERR_FORMAT as ERR_FORMAT,
+    ERR_INTERNAL as ERR_INTERNAL,
+    ERR_INVALID_ARG as ERR_INVALID_ARG,
+    ERR_IO as ERR_IO,
+    ERR_IS_DIR as ERR_IS_DIR,
+    ERR_NOMEM as ERR_NOMEM,
+    ERR_NOT_FOUND as ERR_NOT_FOUND,
+    ERR_NOT_REGULAR as ERR_NOT_REGULAR,
+    ERR_PERMISSION as ERR_PERMISSION,
+    ERR_TIMEOUT as ERR_TIMEOUT,
+    ERR_UNSUPPORTED as ERR_UNSUPPORTED,
+    OK as OK,
+    STATUS_NAMES as STATUS_NAMES,
+    STATUS_TEXTS as STATUS_TEXTS,
 )
 
 __all__ = [
@@ -245,6 +245,7 @@ def make_error(
     text = strerror if strerror is not None else _FALLBACK_TEXT.get(status, name.lower())
     parts = [p for p in (prefix, text, detail, hint) if p]
     message = ": ".join(parts)
+    exc: MemTierError
     if issubclass(cls, OSError):
         code = _ERRNO.get(status)
         if filename is not None and code is not None:
@@ -285,7 +286,7 @@ def _no_texts(status: int) -> "tuple[Optional[str], str]":
 # (strerror, last_error) of the calling thread for a status. _ffi, which
 # loads the library, installs its reader when it is imported; this module
 # stays below _ffi in the import graph (no cycle).
-_error_texts = _no_texts
+_error_texts: "Callable[[int], tuple[Optional[str], str]]" = _no_texts
 
 
 def set_error_texts(fn: "Callable[[int], tuple[Optional[str], str]]") -> None:

@@ -201,7 +201,17 @@ def strerror(status: int) -> Optional[str]:
     rt = _runtime
     if rt is None:
         return None
-    return rt.ffi.string(rt.lib.memtier_strerror(status)).decode("utf-8", "replace")
+    text: str = rt.ffi.string(rt.lib.memtier_strerror(status)).decode("utf-8", "replace")
+    return text
 
 
 _errors.set_error_texts(error_texts)
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.RLock()  # a lock held by another parent thread would hang here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

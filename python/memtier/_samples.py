@@ -16,6 +16,9 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVa
 import numpy as np
 
 from . import _errors
+from ._context import Context
+from ._options import CONFIG_KEYS
+from ._paths import _is_url
 
 # Per-process state inherited through fork() is parked here, never closed or
 # collected in the child: closing a Context would run its finalizer in a
@@ -132,8 +135,6 @@ def _check_options(transform: Any, context_options: Optional[Mapping[str, Any]])
         return {}
     if not isinstance(context_options, Mapping):
         raise TypeError("context_options must be a mapping, got %s" % type(context_options).__name__)
-    from ._context import CONFIG_KEYS  # importing loads no library
-
     unknown = sorted(str(k) for k in context_options if k not in CONFIG_KEYS)
     if unknown:
         raise TypeError("unknown context_options key(s) %s; valid: %s" % (unknown, list(CONFIG_KEYS)))
@@ -144,15 +145,25 @@ class _PerProcess(Generic[_S]):
     """Mixin of the datasets: each process reads with its own :class:`_ProcState`,
     made at its first read, dropped by pickling and never reused after fork().
 
+    The fork rule, the same for every dataset: a process forked after its
+    parent loaded libmemtier.so cannot use MemTier (the Go runtime does not
+    survive ``fork()``, see :mod:`memtier._ffi`). With ``fork_fallback`` it
+    reads with ``os.pread`` and warns once per process; a URL among
+    :meth:`_fallback_paths` (``os.pread`` reads local files only), or
+    ``fork_fallback=False``, raises :class:`memtier.ForkError` naming the fix.
+    Building a dataset that must read through the library in the building
+    process uses :meth:`_build_state`.
+
     A subclass sets ``_NAME`` and ``_STATE`` (its :class:`_ProcState` class), calls
-    :meth:`_init_proc` in its ``__init__`` and implements ``_fallback_message`` and
-    ``__len__``; ``_start_fallback`` may prepare the pread fallback (it runs before
-    the warning).
+    :meth:`_init_proc` in its ``__init__`` and implements ``_fallback_message``,
+    ``_fallback_paths`` and ``__len__``; ``_start_fallback`` may prepare the pread
+    fallback (it runs before the warning).
     """
 
     _NAME = ""
     _STATE: Callable[[int], _S]
     _FORK_ADVICE = ""  # more advice for the ForkError of fork_fallback=False
+    _LOADED_NOTE = ""  # why the parent had loaded the library, when building does it
     _proc: Optional[_S]
 
     def _init_proc(self, context_options: Dict[str, Any], fork_fallback: bool) -> None:
@@ -164,6 +175,34 @@ class _PerProcess(Generic[_S]):
 
     def _start_fallback(self, st: _S) -> None:
         pass
+
+    def _fallback_paths(self) -> List[str]:
+        """The files the ``os.pread`` fallback would read."""
+        raise NotImplementedError
+
+    def _refuse_remote_fallback(self) -> None:
+        """Raise ForkError when the fallback would have a URL to read."""
+        urls = [p for p in self._fallback_paths() if _is_url(p)]
+        if urls:
+            raise _errors.make_error(
+                _errors.ERR_FORKED,
+                "%s: cannot read %s in this process (pid %d): it was forked after its parent "
+                "loaded libmemtier.so%s, and the os.pread fallback reads local files only"
+                % (self._NAME, urls[0], os.getpid(), self._LOADED_NOTE),
+                hint="create the DataLoader with multiprocessing_context=\"spawn\" or \"forkserver\"")
+
+    def _build_state(self, what: str) -> _S:
+        """This process's state for work the constructor does through the
+        library (``what``: "open <file>", "index the shards"); ForkError in a
+        process that cannot load it."""
+        st = self._state()
+        if st.ctx is None:
+            raise _errors.make_error(
+                _errors.ERR_FORKED,
+                "%s: cannot %s in this process (pid %d): it was forked after its parent "
+                "loaded libmemtier.so" % (self._NAME, what, os.getpid()),
+                hint="build the dataset in the parent (before forking) or in a spawned process")
+        return st
 
     def _fallback_message(self, err: BaseException) -> str:
         raise NotImplementedError
@@ -215,8 +254,6 @@ class _PerProcess(Generic[_S]):
                 _inherited.append(st)
             st = self._STATE(pid)
             try:
-                from ._context import Context
-
                 st.ctx = Context(self._context_options)
             except _errors.ForkError as e:
                 if not self._fork_fallback:
@@ -228,6 +265,7 @@ class _PerProcess(Generic[_S]):
                         "\"forkserver\", %sor build the dataset with fork_fallback=True to read "
                         "with os.pread" % self._FORK_ADVICE,
                     ) from e
+                self._refuse_remote_fallback()
                 self._start_fallback(st)
                 self._warn_fallback(e)
             self._proc = st

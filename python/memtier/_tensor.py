@@ -12,18 +12,18 @@ from __future__ import annotations
 import operator
 from typing import Any, Optional, Sequence, Tuple, Union
 
-from . import _context, _dtypes
-from ._context import Context, PathType, TARGET_CUDA, _dest, _dest_fast, _parse_device
+from . import _dtypes, _fork
+from ._buffers import TARGET_CPU, TARGET_CUDA, _dest, _dest_fast
+from ._context import Context, _ctx
+from ._cuda import _require_cuda
+from ._options import _READ_IMMUTABLE, _parse_device
+from ._paths import PathType, _cpath
 
 __all__ = ["read_into_tensor", "load_tensor"]
 
 ShapeLike = Union[int, Sequence[int]]
 
 _MAX_BYTES = (1 << 63) - 1
-
-
-def _ctx(ctx: Optional[Context]) -> Context:
-    return ctx if ctx is not None else _context.default_context()
 
 
 def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0,
@@ -79,17 +79,17 @@ def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0
     Thread-safe; the GIL is released while reading. Large reads are split
     into pieces of :data:`memtier.CHUNK_BYTES` so Ctrl-C is delivered.
     """
-    c = ctx if ctx is not None else _context.default_context()
+    c = _ctx(ctx)
     h = c._h
-    if h is None or c._pid != _context._pid_now:
+    if h is None or c._pid != _fork._pid_now:
         h = c._handle()
-    p = _context._cpath(path)
+    p = _cpath(path)
     cd, n = _dest_fast(c._ffi, tensor)
-    target = _context.TARGET_CPU
+    target = TARGET_CPU
     if cd is None:
         cd, n, target = _dest(c._ffi, tensor, readonly_exc=ValueError)
     if immutable:
-        flags |= _context.READ_IMMUTABLE
+        flags |= _READ_IMMUTABLE
     c._read(h, p, offset, cd, n, flags, target, path, "memtier.read_into_tensor")
     return tensor
 
@@ -97,8 +97,9 @@ def read_into_tensor(path: PathType, offset: int, tensor: Any, *, flags: int = 0
 def _shape(shape: ShapeLike) -> Tuple[int, ...]:
     if isinstance(shape, (str, bytes)):
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    dims: Tuple[int, ...]
     try:
-        dims = (operator.index(shape),)
+        dims = (operator.index(shape),)  # type: ignore[arg-type]  # a sequence raises TypeError
     except TypeError:
         try:
             dims = tuple(operator.index(d) for d in shape)  # type: ignore[union-attr]
@@ -181,7 +182,7 @@ def load_tensor(path: PathType, offset: int, shape: ShapeLike, dtype: Any,
     _nbytes(dims, dt.itemsize)
     target, index = _parse_device(device)
     if target == TARGET_CUDA:
-        torch = _context._require_cuda(c, f"memtier.load_tensor: device {str(device)!r}")
+        torch = _require_cuda(c, f"memtier.load_tensor: device {str(device)!r}")
         t = torch.empty(dims, dtype=_dtypes.torch_dtype(dt, torch), device=f"cuda:{index}")
         return read_into_tensor(path, offset, t, flags=flags, ctx=c)
     torch = _dtypes.torch_module()

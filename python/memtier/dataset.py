@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import os
 import stat as _stat
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from . import _dtypes, _errors, _index, _samples
+from ._buffers import TARGET_CUDA
+from ._chunkio import _load_rows
+from ._context import _object_size, _read_object
+from ._cuda import _require_cuda, _torch_cuda_missing
+from ._options import _parse_device
+from ._paths import PathType, _is_url
 from ._samples import _pread_full
 
 __all__ = ["MemTierDataset"]
-
-PathType = Union[str, "os.PathLike[str]"]
 
 _torch = _dtypes.torch_module()  # None without torch or with MEMTIER_PY_FORCE_NO_TORCH=1
 
@@ -158,8 +162,6 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     ) -> None:
         t = str(target).strip().lower()
         if t == "cuda" or t.startswith("cuda:"):
-            from ._context import _parse_device
-
             try:
                 _, dev_index = _parse_device(t)
             except ValueError:
@@ -177,8 +179,6 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         elif t != "cpu":
             raise ValueError("MemTierDataset: unknown target %r (want \"cpu\" or \"cuda[:N]\")" % (target,))
         opts = _samples._check_options(transform, context_options)
-        from ._context import _is_url
-
         # URLs (s3://, http(s)://) stay as given; local paths are made absolute.
         self._index_file = _url_or_abspath(index_file, _is_url)
         self._data_file = _url_or_abspath(data_file, _is_url)
@@ -201,15 +201,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         libmemtier.so now: DataLoader workers forked from it cannot use the
         pread fallback for a URL, see _start_fallback). The index is parsed
         by the same parser as a local one."""
-        from ._context import _is_url, _object_size, _read_object
-
-        st = self._state()
-        if st.ctx is None:
-            raise _errors.make_error(
-                _errors.ERR_FORKED,
-                "MemTierDataset: cannot open %s in this process (pid %d): it was forked after its "
-                "parent loaded libmemtier.so" % (self._data_file, os.getpid()),
-                hint="build the dataset in the parent (before forking) or in a spawned process")
+        st = self._build_state("open %s" % self._data_file)
         where = "MemTierDataset"
         if _is_url(self._data_file):
             self._data_size = _object_size(st.ctx, self._data_file, where)
@@ -274,17 +266,10 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     _STATE = _ProcState
     _FORK_ADVICE = "don't use MemTier in the parent before forking, "
 
-    def _start_fallback(self, st: _ProcState) -> None:
-        from ._context import _is_url
+    def _fallback_paths(self) -> List[str]:
+        return [self._data_file]
 
-        if _is_url(self._data_file):
-            # os.pread has no URL to read: only the library reads objects.
-            raise _errors.make_error(
-                _errors.ERR_FORKED,
-                "MemTierDataset: cannot read %s in this process (pid %d): it was forked after its "
-                "parent loaded libmemtier.so, and the os.pread fallback reads local files only"
-                % (self._data_file, os.getpid()),
-                hint="create the DataLoader with multiprocessing_context=\"spawn\" or \"forkserver\"")
+    def _start_fallback(self, st: _ProcState) -> None:
         st.fd = _samples._open_rdonly(self._data_file)
 
     def _fallback_message(self, err: BaseException) -> str:
@@ -318,12 +303,10 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         st = self._state()
         if not st.cuda_ok:
             where = "MemTierDataset: target %r" % (self._target,)
-            from . import _context
-
             if st.ctx is not None:
-                _context._require_cuda(st.ctx, where)
+                _require_cuda(st.ctx, where)
             else:
-                _, why = _context._torch_cuda_missing()
+                _, why = _torch_cuda_missing()
                 if why:
                     raise _errors.make_error(_errors.ERR_UNSUPPORTED,
                                              "%s: the CUDA target needs %s" % (where, why))
@@ -385,9 +368,6 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         """The read part of a CUDA batch (no tensor allocation): samples
         ``ranges`` back to back into device memory at address ``base``, with
         one memtier_load_chunks call per CHUNK_BYTES, target CUDA."""
-        from ._chunks import _load_rows
-        from ._context import TARGET_CUDA
-
         lengths = ranges[:, 1]
         keep = None if bool((lengths > 0).all()) else np.flatnonzero(lengths > 0)
         nz = ranges if keep is None else ranges[keep]
@@ -502,8 +482,6 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         if st.ctx is None:
             raise _errors.make_error(_errors.ERR_UNSUPPORTED,
                                      "MemTierDataset: no MemTier context in this process (fork fallback)")
-        from . import _context
-
-        _context._require_cuda(st.ctx, "MemTierDataset._read_into_pointer", need_torch=False)
+        _require_cuda(st.ctx, "MemTierDataset._read_into_pointer", need_torch=False)
         self._read_to_device(st, idx, ranges, ptr)
         return ranges[:, 1].copy()

@@ -26,17 +26,15 @@ import os
 import re
 import stat as _stat
 import threading
-import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _dtypes, _errors, _samples
+from . import _dtypes, _errors, _ffi, _fork, _samples
+from ._paths import PathType, _cpath, _is_url
 from ._samples import _pread_full
 
 __all__ = ["TarShardDataset", "base_plus_ext"]
-
-PathType = Union[str, "os.PathLike[str]"]
 
 _torch = _dtypes.torch_module()  # None without torch or with MEMTIER_PY_FORCE_NO_TORCH=1
 _Base: Any = _torch.utils.data.Dataset if _torch is not None else object
@@ -54,14 +52,6 @@ def base_plus_ext(path: str) -> Tuple[Optional[str], Optional[str]]:
     return m.group(1), m.group(2)
 
 
-def _close_ds(lib: Any, handle: Any, pid: int, keep: Any) -> None:
-    from . import _context
-
-    if pid == _context._pid_now:  # never enter the library in a fork child
-        lib.memtier_dataset_close(handle)
-    del keep
-
-
 # A WebDataset brace pattern: "{000..009}" ranges or "{a,b}" lists.
 _BRACES = re.compile(r"\{[^{}]*(\.\.|,)[^{}]*\}")
 
@@ -71,15 +61,13 @@ class _Shard:
     __slots__ = ("h", "fin", "__weakref__")
 
     def __init__(self, ctx: Any, path: str) -> None:
-        from ._context import _cpath
-
         h = ctx._handle()
         out = ctx._ffi.new("memtier_dataset_t **")
         rc = ctx._lib.memtier_dataset_open_tar(h, _cpath(path), out)
         if rc:
             ctx._fail(rc, "TarShardDataset: memtier_dataset_open_tar", path)
         self.h = out[0]
-        self.fin = weakref.finalize(self, _close_ds, ctx._lib, self.h, ctx._pid, ctx)
+        self.fin = _fork.finalizer(self, ctx._lib.memtier_dataset_close, self.h, ctx._pid, ctx)
 
 
 class _ProcState(_samples._ProcState):
@@ -185,8 +173,6 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
             if not isinstance(u, (str, bytes, os.PathLike)):
                 raise TypeError("TarShardDataset: shard paths must be str, bytes or os.PathLike, got %r" % (u,))
         opts = _samples._check_options(transform, context_options)
-        from ._context import _is_url
-
         self._urls = [os.fsdecode(u) for u in shards]
         # s3:// and http(s):// shards are read by the library as given;
         # local paths are made absolute.
@@ -217,14 +203,7 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
     # ------------------------------------------------------------- indexing
 
     def _build_index(self) -> None:
-        st = self._state()
-        if st.ctx is None:
-            raise _errors.make_error(
-                _errors.ERR_FORKED,
-                "TarShardDataset: cannot index the shards in this process (pid %d): it was forked "
-                "after its parent loaded libmemtier.so" % os.getpid(),
-                hint="build the dataset in the parent (before forking) or in a spawned process",
-            )
+        st = self._build_state("index the shards")
         ctx = st.ctx
         ffi, lib = ctx._ffi, ctx._lib
         cnt = ffi.new("uint64_t *")
@@ -343,18 +322,10 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
             "\"forkserver\". (%s)" % (self._urls[0], err)
         )
 
-    def _start_fallback(self, st: _ProcState) -> None:
-        from ._context import _is_url
+    _LOADED_NOTE = " (building a TarShardDataset does)"
 
-        urls = [u for u in self._urls if _is_url(u)]
-        if urls:
-            # os.pread has no URL to read: only the library reads objects.
-            raise _errors.make_error(
-                _errors.ERR_FORKED,
-                "TarShardDataset: cannot read %s in this process (pid %d): it was forked after its "
-                "parent loaded libmemtier.so (building a TarShardDataset does), and the os.pread "
-                "fallback reads local files only" % (urls[0], os.getpid()),
-                hint="create the DataLoader with multiprocessing_context=\"spawn\" or \"forkserver\"")
+    def _fallback_paths(self) -> List[str]:
+        return list(self._urls)
 
     def _shard(self, st: _ProcState, s: int) -> _Shard:
         return _samples._once(st.shards, st.lock, s, _Shard, st.ctx, self._paths[s])
@@ -464,8 +435,6 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
                 ffi.cast("void * const *", ffi.from_buffer(dsts)),
                 ffi.cast("int64_t *", ffi.from_buffer(res)), 0)
             if rc:
-                from . import _ffi
-
                 detail = _ffi.error_texts(rc)[1]
                 bad = np.flatnonzero(res < 0)
                 code = int(res[bad[0]]) if bad.size else rc

@@ -142,7 +142,7 @@ def test_per_chunk_eof_names_the_chunk(pfile):
 
 def test_load_chunks_across_batches(pfile, monkeypatch):
     # Small CHUNK_BYTES: many memtier_load_chunks calls, errors reported by global index.
-    from memtier import _chunks
+    from memtier import _chunkio as _chunks  # CHUNK_BYTES of the batching (_chunkio._run)
 
     monkeypatch.setattr(_chunks, "CHUNK_BYTES", 1000)
     path = pfile(1 << 16)

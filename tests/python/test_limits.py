@@ -240,6 +240,8 @@ with memtier.Context() as c:
     print("default", c.config()["cache_bytes"], c.config()["cache_enabled"])
 with memtier.Context(cache_bytes=%d) as c:
     print("share", c.config()["cache_bytes"])
+info = memtier.runtime_info()
+print("limit", info["memory_limit"], info["memory_limit_source"])
 """
 
 
@@ -254,7 +256,7 @@ def test_n06_cache_budget_follows_cgroup_limit(tmp_path, run_py, tree):
               f"{LIMIT} bytes ({source}): the cache counts against that limit and the kernel "
               f"cannot reclaim it; set cache_bytes to at most {SHARE}")
     assert lines[0].startswith("explicit refused ") and lines[0].endswith(detail), lines[0]
-    assert lines[1:] == [f"default {SHARE} True", f"share {SHARE}"]
+    assert lines[1:] == [f"default {SHARE} True", f"share {SHARE}", f"limit {LIMIT} {source}"]
 
 
 def test_n06_no_limit_keeps_the_default(tmp_path, run_py):
