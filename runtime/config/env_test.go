@@ -82,7 +82,7 @@ var notEnvironment = map[string]bool{
 	"MEMTIER_ENABLE_CUDA": true, "MEMTIER_ENABLE_GDS": true, "MEMTIER_BUILD_TESTS": true,
 	"MEMTIER_BUILD_EXAMPLES": true, "MEMTIER_PYTHON_TESTS": true,
 	"MEMTIER_TEST_CUDA_BUILD": true, "MEMTIER_TEST_GDS_BUILD": true, "MEMTIER_H_SHA256_16": true,
-	"MEMTIER_H": true, // include guard, listed in python/memtier/_ffi.py's header check
+	"MEMTIER_H":           true, // include guard, listed in python/memtier/_ffi.py's header check
 	"MEMTIER_TESTING_API": true, // compile definition: the header's testing hooks
 }
 

@@ -27,7 +27,6 @@ func All() []Code {
 	return out
 }
 
-
 // String returns the code's name without the MEMTIER_ERR_ prefix.
 func (c Code) String() string {
 	if n, ok := names[c]; ok {

@@ -5,43 +5,43 @@ package errs
 // Status codes: the values of include/memtier.h's memtier_status, pinned
 // there (append only, never renumber).
 const (
-	OK Code = 0 // success
-	InvalidArg Code = -1 // invalid argument
-	NotFound Code = -2 // file not found
-	Permission Code = -3 // permission denied
-	EOF Code = -4 // range past end of file
-	IO Code = -5 // I/O error
-	NoMem Code = -6 // out of memory
-	Unsupported Code = -7 // unsupported in this build or configuration (e.g. GPU target)
-	Closed Code = -8 // context or request is finalized or unknown
-	Busy Code = -9 // request still running
-	Timeout Code = -10 // timed out
-	Format Code = -11 // malformed input (file format, index or configuration value)
-	IsDir Code = -12 // path is a directory
-	Internal Code = -13 // internal error (recovered panic)
-	Forked Code = -14 // called in a forked child process
-	DirectIO Code = -15 // O_DIRECT required but refused by the file system
-	NotRegular Code = -16 // not a regular file (device, FIFO, socket, procfs/sysfs)
-	minCode Code = -16
+	OK          Code = 0   // success
+	InvalidArg  Code = -1  // invalid argument
+	NotFound    Code = -2  // file not found
+	Permission  Code = -3  // permission denied
+	EOF         Code = -4  // range past end of file
+	IO          Code = -5  // I/O error
+	NoMem       Code = -6  // out of memory
+	Unsupported Code = -7  // unsupported in this build or configuration (e.g. GPU target)
+	Closed      Code = -8  // context or request is finalized or unknown
+	Busy        Code = -9  // request still running
+	Timeout     Code = -10 // timed out
+	Format      Code = -11 // malformed input (file format, index or configuration value)
+	IsDir       Code = -12 // path is a directory
+	Internal    Code = -13 // internal error (recovered panic)
+	Forked      Code = -14 // called in a forked child process
+	DirectIO    Code = -15 // O_DIRECT required but refused by the file system
+	NotRegular  Code = -16 // not a regular file (device, FIFO, socket, procfs/sysfs)
+	minCode     Code = -16
 )
 
 // names holds each code's name without the MEMTIER_ERR_ prefix.
 var names = map[Code]string{
-	OK: "OK",
-	InvalidArg: "INVALID_ARG",
-	NotFound: "NOT_FOUND",
-	Permission: "PERMISSION",
-	EOF: "EOF",
-	IO: "IO",
-	NoMem: "NOMEM",
+	OK:          "OK",
+	InvalidArg:  "INVALID_ARG",
+	NotFound:    "NOT_FOUND",
+	Permission:  "PERMISSION",
+	EOF:         "EOF",
+	IO:          "IO",
+	NoMem:       "NOMEM",
 	Unsupported: "UNSUPPORTED",
-	Closed: "CLOSED",
-	Busy: "BUSY",
-	Timeout: "TIMEOUT",
-	Format: "FORMAT",
-	IsDir: "IS_DIR",
-	Internal: "INTERNAL",
-	Forked: "FORKED",
-	DirectIO: "DIRECT_IO",
-	NotRegular: "NOT_REGULAR",
+	Closed:      "CLOSED",
+	Busy:        "BUSY",
+	Timeout:     "TIMEOUT",
+	Format:      "FORMAT",
+	IsDir:       "IS_DIR",
+	Internal:    "INTERNAL",
+	Forked:      "FORKED",
+	DirectIO:    "DIRECT_IO",
+	NotRegular:  "NOT_REGULAR",
 }

@@ -18,9 +18,11 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"go/format"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // output is one generated file: its path from the repository root and a
@@ -82,7 +84,14 @@ func Generate(root string) (map[string][]byte, *Header, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		out[o.path] = []byte(s)
+		data := []byte(s)
+		if strings.HasSuffix(o.path, ".go") {
+			// gofmt'd, so generated Go reads like the rest and gofmt -l stays quiet
+			if data, err = format.Source(data); err != nil {
+				return nil, nil, fmt.Errorf("%s: generated Go does not parse: %v", o.path, err)
+			}
+		}
+		out[o.path] = data
 	}
 	return out, h, nil
 }
