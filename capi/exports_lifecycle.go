@@ -14,6 +14,17 @@ import (
 	"github.com/memtier/memtier/runtime/errs"
 )
 
+// The remote client and the disk cache read their settings (AWS_*,
+// MEMTIER_REMOTE_*, MEMTIER_DISK_CACHE_*) through libc, as envOptions does
+// the MEMTIER_* options, so what Python sets in os.environ before the first
+// URL is seen (see cgetenv).
+func init() {
+	engine.SetGetenv(func(name string) string {
+		v, _ := cgetenv(name)
+		return v
+	})
+}
+
 // minConfigSize: a config must at least carry struct_size and io_threads.
 const minConfigSize = 8
 

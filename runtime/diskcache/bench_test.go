@@ -18,7 +18,8 @@ import (
 )
 
 // BenchmarkDiskCacheVersitygw reads one object (256 MiB; DISKCACHE_BENCH_MIB
-// changes it, DISKCACHE_BENCH_BLOCK_MIB the block size, DISKCACHE_BENCH_REPS the repetitions) from versitygw on loopback, in one run:
+// changes it, DISKCACHE_BENCH_BLOCK_MIB the block size, DISKCACHE_BENCH_REPS the repetitions,
+// DISKCACHE_BENCH_WRITERS the write-behind goroutines) from versitygw on loopback, in one run:
 //   - remote: remote.Source alone;
 //   - first (write-behind) and first (sync): remote + disk cache into an
 //     empty directory, the read's own time (the write-behind flush after it
@@ -48,6 +49,10 @@ func BenchmarkDiskCacheVersitygw(b *testing.B) {
 	reps := 3
 	if v, err := strconv.Atoi(os.Getenv("DISKCACHE_BENCH_REPS")); err == nil && v > 0 {
 		reps = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("DISKCACHE_BENCH_WRITERS")); err == nil && v > 0 {
+		defer func(old int) { writeWorkers = old }(writeWorkers)
+		writeWorkers = v
 	}
 	block := DefaultBlockBytes
 	if v, err := strconv.Atoi(os.Getenv("DISKCACHE_BENCH_BLOCK_MIB")); err == nil && v > 0 {
@@ -122,28 +127,30 @@ func BenchmarkDiskCacheVersitygw(b *testing.B) {
 	for b.Loop() {
 		for range reps {
 			note("remote", timeRead(rsrc, "remote"))
-			for _, sync := range []bool{false, true} {
+			for _, mode := range firstModes {
 				dir = b.TempDir()
-				c, err := Open(Options{Dir: dir, Synchronous: sync, BlockBytes: block})
+				c, err := Open(Options{Dir: dir, Synchronous: mode.sync, DirectWrites: !mode.buffered, BlockBytes: block})
 				if err != nil {
 					b.Fatal(err)
 				}
-				row := map[bool]string{false: "first (write-behind)", true: "first (sync)"}[sync]
-				note(row, timeRead(NewSource(rsrc, c), row))
+				note(mode.row, timeRead(NewSource(rsrc, c), mode.row))
 				t0 := time.Now()
 				c.Close()
-				if !sync {
+				if !mode.sync {
 					flush = max(flush, time.Since(t0))
 					if s := c.Stats(); s.InlineWrites > 0 {
-						b.Logf("%d of %d blocks written by the reader (queue full)", s.InlineWrites, s.MissBlocks)
+						b.Logf("%s: %d of %d blocks written by the reader (queue full)", mode.row, s.InlineWrites, s.MissBlocks)
 					}
 				}
 			}
-			// dir now holds every block (the synchronous run wrote them all).
+			// dir now holds every block (the last, synchronous, run wrote
+			// them all, with O_DIRECT: the first read below comes from the
+			// device, the next from the page cache it filled).
 			c, err := Open(Options{Dir: dir, BlockBytes: block})
 			if err != nil {
 				b.Fatal(err)
 			}
+			note("second (after direct writes)", timeRead(NewSource(rsrc, c), "second"))
 			note("second (warm)", timeRead(NewSource(rsrc, c), "second"))
 			if s := c.Stats(); s.MissBlocks != 0 {
 				b.Fatalf("second run missed %d blocks", s.MissBlocks)
@@ -158,16 +165,33 @@ func BenchmarkDiskCacheVersitygw(b *testing.B) {
 	}
 	mbs := func(row string) float64 { return float64(n) / best[row].Seconds() / 1e6 }
 	fmt.Printf("\ndisk cache, %d MiB object from versitygw on loopback, %d MiB blocks, best of %d (MB/s = 10^6 B/s)\n", mib, block>>20, reps)
-	for _, row := range []string{"remote", "first (write-behind)", "first (sync)", "second (warm)", "local (warm)", "second (cold)", "local (cold)"} {
+	rows := []string{"remote"}
+	for _, m := range firstModes {
+		rows = append(rows, m.row)
+	}
+	for _, row := range append(rows, "second (after direct writes)", "second (warm)", "local (warm)", "second (cold)", "local (cold)") {
 		fmt.Printf("  %-22s %8.0f MB/s\n", row, mbs(row))
 	}
 	fmt.Printf("  write-behind flush after the read: %v\n", flush.Round(time.Millisecond))
 	fmt.Printf("  first (write-behind) / remote = %.2fx\n", mbs("first (write-behind)")/mbs("remote"))
+	fmt.Printf("  first (write-behind, buffered writes) / remote = %.2fx\n", mbs("first (write-behind, buffered writes)")/mbs("remote"))
 	fmt.Printf("  first (sync) / remote         = %.2fx\n", mbs("first (sync)")/mbs("remote"))
 	fmt.Printf("  second / local, warm          = %.2fx\n", mbs("second (warm)")/mbs("local (warm)"))
 	fmt.Printf("  second / local, cold          = %.2fx\n", mbs("second (cold)")/mbs("local (cold)"))
 	b.ReportMetric(mbs("second (warm)")/mbs("local (warm)"), "second/local")
 	b.ReportMetric(mbs("first (write-behind)")/mbs("remote"), "first/remote")
+}
+
+// firstModes are the first-run rows of BenchmarkDiskCacheVersitygw: how
+// the fetched blocks are written (the last one must be synchronous with
+// direct writes: the second-run rows read its directory).
+var firstModes = []struct {
+	row            string
+	sync, buffered bool
+}{
+	{"first (write-behind)", false, false},
+	{"first (write-behind, buffered writes)", false, true},
+	{"first (sync)", true, false},
 }
 
 // dropPageCache writes back and drops from the page cache the file p, or

@@ -110,7 +110,7 @@ func (c *Cache) put(k *Key, idx uint64, data []byte) {
 	}
 	tmp := f.Name()
 	_, err1 := f.WriteAt(hdr, 0)
-	_, err2 := f.WriteAt(data, int64(len(hdr)))
+	err2 := writePayload(f, data, int64(len(hdr)), !c.opts.DirectWrites)
 	err3 := f.Close()
 	if err1 != nil || err2 != nil || err3 != nil {
 		c.st.writeErrors.Add(1)
@@ -136,4 +136,10 @@ func inodeOf(path string) (uint64, bool) {
 		return 0, false
 	}
 	return st.Ino, true
+}
+
+// has reports whether the entry of block idx of k is in the directory.
+func (c *Cache) has(k *Key, idx uint64) bool {
+	_, err := os.Lstat(c.path(k.fileName(idx)))
+	return err == nil
 }

@@ -70,6 +70,8 @@ func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int,
 	if !ok {
 		return s.r.ReadAt(o, dst, off, path)
 	}
+	s.c.wb.readStart()
+	defer s.c.wb.readEnd()
 	B := uint64(s.c.block)
 	first, last := off/B, (off+n-1)/B
 	hit := make([]bool, last-first+1)
@@ -167,8 +169,9 @@ func (s *Source) readHits(k *Key, ro *remote.Object, dst []byte, off, first uint
 }
 
 // fetchRun fetches blocks [b0, b1] whole from the remote source, one
-// ranged GET per block (a block is at most a part), fetchWorkers at a
-// time: a block dst covers whole lands straight in dst, a first or last
+// ranged GET per block (a block is at most a part), as many at a time
+// as the remote client's MaxConcurrency (its limiter caps all callers
+// together): a block dst covers whole lands straight in dst, a first or last
 // block it covers only in part in a buffer of its own. Each block goes to
 // the cache as soon as it lands, so writing overlaps the other blocks'
 // GETs instead of following them all.
@@ -202,10 +205,10 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 		}
 		s.c.st.missBlocks.Add(1)
 		s.c.st.missBytes.Add(hi - lo)
-		s.store(k, b, d, whole)
+		s.store(k, ro, b, lo, d, whole)
 		return nil
 	}
-	for range min(nb, fetchWorkers) {
+	for range min(nb, s.r.Client().Options().MaxConcurrency) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -233,14 +236,12 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 	return firstErr
 }
 
-// fetchWorkers bounds the block GETs one run has in flight: the remote
-// client's default concurrency (its limiter caps all callers together).
-const fetchWorkers = remote.DefaultMaxConcurrency
-
-// store caches data as block idx of k: written now (Synchronous), or
-// queued, as a copy when data is the caller's (borrowed), else as is; when
-// the queue is full the caller's goroutine writes it.
-func (s *Source) store(k *Key, idx uint64, data []byte, borrowed bool) {
+// store caches data (block idx of k, at lo in ro): written now
+// (Synchronous), or queued, as a copy when data is the caller's
+// (borrowed), else as is; when the queue is full the block is deferred, to
+// be fetched again and written by the queue's goroutine (writer), and only
+// when that list is full too does the caller's goroutine write it.
+func (s *Source) store(k *Key, ro *remote.Object, idx, lo uint64, data []byte, borrowed bool) {
 	if s.c.opts.Synchronous {
 		s.c.put(k, idx, data)
 		if !borrowed {
@@ -253,11 +254,20 @@ func (s *Source) store(k *Key, idx uint64, data []byte, borrowed bool) {
 		copy(cp, data)
 		data = cp
 	}
-	if !s.c.wb.add(k, idx, data) {
-		s.c.st.inlineWrites.Add(1)
-		s.c.put(k, idx, data) // the queue is full: write it here (back-pressure)
-		s.c.putBuf(data)
+	if s.c.wb.add(k, idx, data) {
+		return
 	}
+	fill := func(b []byte) error {
+		_, err := s.r.ReadAt(ro, b, lo, source.PathBuffered)
+		return err
+	}
+	if s.c.wb.deferBlock(k, idx, len(data), fill) {
+		s.c.st.deferredBlocks.Add(1)
+	} else {
+		s.c.st.inlineWrites.Add(1)
+		s.c.put(k, idx, data) // both lists are full: write it here (back-pressure)
+	}
+	s.c.putBuf(data)
 }
 
 // ReadNoWait reports false: even a block on disk may wait for the device.

@@ -389,21 +389,24 @@ func TestReadPastEndAndEmpty(t *testing.T) {
 	}
 }
 
-// TestFullQueueWritesInline: with a write-behind queue of one block, a read
-// of 12 blocks still caches all 12 (the reader writes what does not fit)
-// and the next instance over the directory makes no block GET.
-func TestFullQueueWritesInline(t *testing.T) {
+// TestFullQueueDefers: with a write-behind queue too small for any block,
+// a read of 12 blocks defers all 12 (none written by the reader), the
+// queue's goroutine fetches them again and writes them, so after Flush
+// all 12 are cached and the next instance over the directory makes no
+// block GET.
+func TestFullQueueDefers(t *testing.T) {
 	want := pattern(12*testBlock, 9)
 	srv := newObjServer(t, want, `"q"`)
 	dir := t.TempDir()
-	s := newStack(t, testOptions(), Options{Dir: dir, QueueBytes: testBlock})
+	s := newStack(t, testOptions(), Options{Dir: dir, QueueBytes: 1})
 	if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
 		t.Fatal("bytes differ")
 	}
 	s.c.Flush()
 	st := s.c.Stats()
-	if st.MissBlocks != 12 || st.WrittenEntries != 12 || st.WriteDrops != 0 || st.InlineWrites == 0 {
-		t.Fatalf("stats %+v: want 12 misses, 12 entries written, 0 drops, some inline writes", st)
+	if st.MissBlocks != 12 || st.WrittenEntries != 12 || st.WriteDrops != 0 || st.InlineWrites != 0 ||
+		st.DeferredBlocks != 12 || st.DeferredFailures != 0 {
+		t.Fatalf("stats %+v: want 12 misses, 12 deferred, 12 entries written, 0 drops, 0 inline writes", st)
 	}
 	if names, _ := entries(t, dir); len(names) != 12 {
 		t.Fatalf("%d entries on disk, want 12", len(names))

@@ -144,14 +144,26 @@ func (c *Context) planGap(p *plan, lo, hi uint64, fill bool) {
 		p.push(span{off: lo, size: hi - lo, tier: tierSource})
 		return
 	}
+	bs := c.cache.BlockSize()
 	if _, local := p.obj.(*files.File); !local {
-		// A remote read costs a round trip per request: one read for the
-		// whole run (split into parallel parts by the source), not one per
-		// cache block.
-		p.push(span{off: lo, size: hi - lo, tier: tierFillRun})
+		// A remote read costs a round trip per request: one read per run
+		// of blocks (split into parallel parts by the source), not one per
+		// cache block. Runs are cut at remoteRunBytes so that IOThreads of
+		// them fill the client's parts in flight, and each run's copies
+		// into the destination and the cache overlap the other runs' GETs
+		// instead of following the whole read; their staging buffers
+		// (walk.go fillRun) then hold at most parts in flight x part size.
+		run := c.remoteRunBytes()
+		for b := lo; b < hi; {
+			e := hi
+			if hi-b > run {
+				e = (b + run) / bs * bs
+			}
+			p.push(span{off: b, size: e - b, tier: tierFillRun})
+			b = e
+		}
 		return
 	}
-	bs := c.cache.BlockSize()
 	for b := lo; b < hi; {
 		e := min(hi, (b/bs+1)*bs)
 		p.push(span{off: b, size: e - b, tier: tierFill})

@@ -31,10 +31,22 @@ type sources struct {
 	diskErr   error             // the disk cache could not be opened (reads go to the remote source)
 }
 
-// getenv reads the disk cache settings. os.Getenv, like the remote
-// client's AWS_* settings: a c-shared library sees the environment as it
-// was when it loaded.
+// getenv reads the remote client's settings (AWS_*, MEMTIER_REMOTE_*) and
+// the disk cache's (MEMTIER_DISK_CACHE_*) when the first URL is opened.
+// os.Getenv until SetGetenv replaces it: in a c-shared library os.Getenv
+// sees the environment as of exec, so the C library (capi) installs libc's
+// getenv, which sees what Python's os.environ set after import.
 var getenv = os.Getenv
+
+// SetGetenv makes f the reader of the remote and disk cache settings of
+// every context made afterwards (nil restores os.Getenv). Call it before
+// the first context, as capi does when the library loads.
+func SetGetenv(f func(string) string) {
+	if f == nil {
+		f = os.Getenv
+	}
+	getenv = f
+}
 
 var (
 	_ source.Source      = (*sources)(nil)
@@ -42,13 +54,13 @@ var (
 )
 
 // remoteSource returns the remote source, making its client from the
-// environment (AWS_* variables and shared files, runtime/remote.Options) on
-// first use. A failure is remembered: every URL gets the same error.
+// environment as it is now (getenv: AWS_* and MEMTIER_REMOTE_* variables,
+// shared files; runtime/remote.Options) on first use. A failure is remembered: every URL gets the same error.
 func (s *sources) remoteSource() (*remote.Source, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.remote == nil && s.remoteErr == nil {
-		cl, err := remote.NewClient(remote.Options{})
+		cl, err := remote.NewClient(remote.Options{Getenv: getenv})
 		if err != nil {
 			s.remoteErr = err
 		} else {
@@ -112,6 +124,24 @@ func (s *sources) dropRemote(name string) []uint64 {
 		return nil
 	}
 	return r.Drop(name)
+}
+
+// remoteRunBytes is the longest run of cache blocks one remote fill reads
+// (plan.go planGap): the remote client's part size x parts in flight,
+// shared by IOThreads runs, and at least two cache blocks.
+func (c *Context) remoteRunBytes() uint64 {
+	part, conc := uint64(remote.DefaultPartBytes), uint64(remote.DefaultMaxConcurrency)
+	if s, ok := c.src.(*sources); ok {
+		s.mu.Lock()
+		if s.remote != nil {
+			o := s.remote.Client().Options()
+			part, conc = uint64(o.PartBytes), uint64(o.MaxConcurrency)
+		}
+		s.mu.Unlock()
+	}
+	bs := c.cache.BlockSize()
+	run := part * conc / uint64(max(c.opts.IOThreads, 1))
+	return max(2*bs, run/bs*bs)
 }
 
 // of is the source that opened o.

@@ -150,17 +150,30 @@ func (c *Context) execSpan(f source.Object, base uint64, path int, s *span, dst 
 }
 
 // fillRun serves a run of blocks with one source read: the run's whole
-// pages (clipped to the object) into a buffer of its own, then into the
-// cache blocks' invalid pages, and the span out to part (nil: prefetch).
+// pages (clipped to the object), then into the cache blocks' invalid pages.
+// When the span is whole pages and has a destination (part; nil: prefetch),
+// the read goes straight into part and the blocks are filled from there;
+// otherwise into a buffer of the run's own, copied out to part. (Staging
+// every run cost a run-sized allocation and a second copy: a 512 MiB remote
+// read with admission on ran at about 220 MB/s against 1.2-2.5 GB/s with
+// admission off on the loaded 2-core build machine.)
 func (c *Context) fillRun(f source.Object, path int, s *span, part []byte, out *served) error {
 	const page = cache.PageSize // Fill hands out whole pages
 	lo := s.off / page * page
 	hi := min(f.Size(), (s.off+s.size+page-1)/page*page)
-	buf := make([]byte, hi-lo)
-	if _, err := c.fetch(f, buf, lo, path); err != nil {
-		return err
+	var buf []byte
+	if part != nil && lo == s.off && hi == s.off+s.size {
+		buf = part[:s.size]
+		if _, err := c.fetch(f, buf, lo, path); err != nil {
+			return err
+		}
+	} else {
+		buf = make([]byte, hi-lo)
+		if _, err := c.fetch(f, buf, lo, path); err != nil {
+			return err
+		}
+		copy(part, buf[s.off-lo:s.off-lo+s.size])
 	}
-	copy(part, buf[s.off-lo:s.off-lo+s.size])
 	out.buffered += s.size
 	bs := c.cache.BlockSize()
 	for blo := lo / bs * bs; blo < hi; blo += bs {

@@ -64,6 +64,9 @@ var emptySHA256 = func() []byte { h := sha256.Sum256(nil); return h[:] }()
 // first s3:// request fails with errs.Permission saying what to set.
 func NewClient(opts Options) (*Client, error) {
 	o := opts
+	if err := o.applyEnv(); err != nil {
+		return nil, err
+	}
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -101,12 +104,18 @@ func NewClient(opts Options) (*Client, error) {
 	rt := o.Transport
 	if rt == nil {
 		c.transport = &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			ForceAttemptHTTP2:   true,
+			Proxy:             http.ProxyFromEnvironment,
+			DialContext:       (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			ForceAttemptHTTP2: true,
+			// net/http keeps 2 idle connections per host by default
+			// (REMOTE.md A4.9): every part past 2 would dial anew.
 			MaxIdleConns:        4 * o.MaxConcurrency,
 			MaxIdleConnsPerHost: o.MaxConcurrency,
 			MaxConnsPerHost:     o.MaxConcurrency,
+			// Bodies are read straight into the destination (bufio hands a
+			// read larger than its buffer to the connection); a larger
+			// buffer only helps the headers and small bodies.
+			ReadBufferSize:      64 << 10,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: 10 * time.Second,
 			// A transparent gzip would change the byte counts a ranged GET

@@ -12,12 +12,17 @@ import (
 
 // Defaults and bounds of Options, in bytes, counts and durations.
 const (
-	DefaultPartBytes      = 8 << 20 // parts of a read, as s3torchconnector and Run:ai use
-	MinPartBytes          = 5 << 20 // S3's multipart minimum, and Run:ai's floor for object stores
-	MaxPartBytes          = 1 << 30
-	DefaultOpenBytes      = 64 << 10 // bytes Open fetches and keeps (see Options.OpenBytes)
-	MaxOpenBytes          = MaxPartBytes
-	DefaultMaxConcurrency = 16 // REMOTE.md: versitygw on loopback peaks at 4-16 streams
+	DefaultPartBytes = 8 << 20 // parts of a read, as s3torchconnector and Run:ai use
+	MinPartBytes     = 5 << 20 // S3's multipart minimum, and Run:ai's floor for object stores
+	MaxPartBytes     = 1 << 30
+	DefaultOpenBytes = 64 << 10 // bytes Open fetches and keeps (see Options.OpenBytes)
+	MaxOpenBytes     = MaxPartBytes
+	// DefaultMaxConcurrency: KvikIO is best at ~128 ranged GETs in flight
+	// per 100 Gbps node and the CRT opens 25 connections per 10 Gbps
+	// (REMOTE.md A2, A4); on versitygw over loopback every setting from 2
+	// to 64 is within the noise (BenchmarkVersitygwSweep), so the default
+	// is sized for real object stores.
+	DefaultMaxConcurrency = 64
 	DefaultMaxAttempts    = 6
 	DefaultRetryBudget    = 60 * time.Second
 	DefaultBackoffBase    = 100 * time.Millisecond
@@ -50,8 +55,9 @@ type Options struct {
 	// Anonymous sends s3:// requests unsigned (public buckets).
 	Anonymous bool
 
-	// PartBytes is the size of one ranged GET, in bytes. Default 8 MiB;
-	// MinPartBytes (5 MiB) to MaxPartBytes (1 GiB).
+	// PartBytes is the size of one ranged GET, in bytes. Default:
+	// MEMTIER_REMOTE_PART_BYTES, else 8 MiB; MinPartBytes (5 MiB) to
+	// MaxPartBytes (1 GiB).
 	PartBytes int64
 	// OpenBytes is how much of the object's start Open fetches, in bytes
 	// (the one GET that also gives the size and ETag); the Object keeps
@@ -60,7 +66,8 @@ type Options struct {
 	// At most MaxOpenBytes.
 	OpenBytes int64
 	// MaxConcurrency caps the GETs in flight for this Client (and the
-	// connections kept alive to each host). Default 16; 1 to 1024.
+	// connections kept alive to each host). Default:
+	// MEMTIER_REMOTE_CONCURRENCY, else 64; 1 to 1024.
 	MaxConcurrency int
 	// MaxAttempts bounds the tries of one part, the first included.
 	// Default 6; 1 (no retry) to 100.
@@ -80,7 +87,9 @@ type Options struct {
 	// Transport, when not nil, replaces the Client's own pooled
 	// *http.Transport (tests, proxies). MaxConcurrency still caps requests.
 	Transport http.RoundTripper
-	// Getenv reads the environment; nil means os.Getenv. Tests set it to
+	// Getenv reads the environment; nil means os.Getenv. The library sets
+	// it to libc's getenv (a c-shared library's os.Getenv sees the
+	// environment as of exec, not what Python set later); tests set it to
 	// keep the process environment out.
 	Getenv func(string) string
 }

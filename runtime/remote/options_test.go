@@ -12,7 +12,7 @@ import (
 
 func TestOptions_DefaultsAndValidate(t *testing.T) {
 	o := (&Options{}).EnsureDefaults()
-	if o.PartBytes != 8<<20 || o.OpenBytes != 64<<10 || o.MaxConcurrency != 16 || o.MaxAttempts != 6 ||
+	if o.PartBytes != 8<<20 || o.OpenBytes != 64<<10 || o.MaxConcurrency != 64 || o.MaxAttempts != 6 ||
 		o.RetryBudget != 60*time.Second || o.BackoffBase != 100*time.Millisecond || o.BackoffMax != 5*time.Second ||
 		o.HeaderTimeout != 30*time.Second || o.StallTimeout != 30*time.Second {
 		t.Errorf("defaults = %+v", o)
