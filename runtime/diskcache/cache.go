@@ -71,7 +71,7 @@ type Options struct {
 	// entries are read from the page cache like the local file they
 	// stand in for.
 	DirectWrites bool
-	ReadWorkers    int // parallel hit readers per request; 0: DefaultReadWorkers
+	ReadWorkers  int // parallel hit readers per request; 0: DefaultReadWorkers
 }
 
 // Cache is a directory of blocks of remote objects, shared by every Cache

@@ -14,17 +14,12 @@ import (
 
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/remote"
+	"github.com/memtier/memtier/runtime/remote/s3test"
 	"github.com/memtier/memtier/runtime/source"
 )
 
-// pattern returns n bytes that differ at every offset within 2^24, with seed.
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i) ^ byte(i>>8) ^ byte(i>>16)*7 ^ seed
-	}
-	return b
-}
+// pattern returns n bytes of test data that vary with the offset and seed.
+var pattern = s3test.Pattern
 
 // testBlock is the block size of most tests: the smallest, so objects of
 // a few MiB span many blocks.

@@ -15,27 +15,25 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/remote/s3test"
 )
 
 // objectStore is a server holding named objects: put stores one (before or
 // between reads), url names it.
 type objectStore struct {
-	put func(t *testing.T, name string, b []byte)
+	put func(tb testing.TB, name string, b []byte)
 	url func(name string) string
 }
 
@@ -60,7 +58,7 @@ func httpStore(t *testing.T) *objectStore {
 	}))
 	t.Cleanup(srv.Close)
 	return &objectStore{
-		put: func(t *testing.T, name string, b []byte) {
+		put: func(_ testing.TB, name string, b []byte) {
 			mu.Lock()
 			defer mu.Unlock()
 			objs[name] = b
@@ -69,86 +67,20 @@ func httpStore(t *testing.T) *objectStore {
 	}
 }
 
-const (
-	vgwTestAccess = "memtier-engine-access"
-	vgwTestSecret = "memtier-engine-secret-Hq2kLm9"
-	vgwTestBucket = "bkt"
-)
-
-// versitygwStore starts versitygw on a free loopback port with bucket
-// vgwTestBucket (a directory of its posix root: an object is a file), and
-// points the remote client's environment at it (the client reads AWS_* when
-// a context meets its first URL). Skips without MEMTIER_VERSITYGW.
+// versitygwStore starts versitygw (s3test.Start: skips without
+// MEMTIER_VERSITYGW; bucket s3test.Bucket, a directory of its posix root:
+// an object is a file) and points the remote client's environment at it
+// (the client reads AWS_* when a context meets its first URL).
 func versitygwStore(t *testing.T) *objectStore {
-	bin := os.Getenv("MEMTIER_VERSITYGW")
-	if bin == "" {
-		t.Skip("MEMTIER_VERSITYGW is not set: run scripts/versitygw.sh and set it to the path it prints")
-	}
-	root := t.TempDir()
-	bucket := filepath.Join(root, vgwTestBucket)
-	if err := os.Mkdir(bucket, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "--access", vgwTestAccess, "--secret", vgwTestSecret, "--port", addr,
-		"--quiet", "--keep-alive", "posix", root)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start versitygw: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	hc := &http.Client{Timeout: time.Second}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if resp, err := hc.Get("http://" + addr + "/"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("versitygw exited: %v; output: %s", err, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("versitygw on %s did not answer; output: %s", addr, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	g := s3test.Start(t)
 	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL": "http://" + addr, "AWS_ACCESS_KEY_ID": vgwTestAccess,
-		"AWS_SECRET_ACCESS_KEY": vgwTestSecret, "AWS_REGION": "us-east-1", "AWS_SESSION_TOKEN": "",
+		"AWS_ENDPOINT_URL": g.Endpoint, "AWS_ACCESS_KEY_ID": g.Access,
+		"AWS_SECRET_ACCESS_KEY": g.Secret, "AWS_REGION": g.Region, "AWS_SESSION_TOKEN": "",
 		"AWS_ENDPOINT_URL_S3": "", "AWS_PROFILE": "",
 	} {
 		t.Setenv(k, v)
 	}
-	return &objectStore{
-		put: func(t *testing.T, name string, b []byte) {
-			// Written aside and renamed: versitygw never serves half a file.
-			p := filepath.Join(bucket, name)
-			if err := os.WriteFile(p+".part", b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Rename(p+".part", p); err != nil {
-				t.Fatal(err)
-			}
-		},
-		url: func(name string) string { return "s3://" + vgwTestBucket + "/" + name },
-	}
+	return &objectStore{put: g.Seed, url: g.URL}
 }
 
 // eachStore runs fn against the http:// server and against versitygw.

@@ -10,17 +10,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/memtier/memtier/runtime/remote/s3test"
 )
 
-// pattern returns n bytes that differ at every offset within 2^32 (so a
-// misplaced part shows) and with seed.
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i) ^ byte(i>>8) ^ byte(i>>16)*7 ^ seed
-	}
-	return b
-}
+// pattern returns n bytes of test data that vary with the offset and seed.
+var pattern = s3test.Pattern
 
 // testEnv is an environment for Options.Getenv: only what a test sets.
 func testEnv(kv ...string) func(string) string {

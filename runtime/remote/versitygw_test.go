@@ -3,175 +3,51 @@ package remote
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/aws/smithy-go/aws-http-auth/credentials"
-	"github.com/aws/smithy-go/aws-http-auth/sigv4"
-	v4 "github.com/aws/smithy-go/aws-http-auth/v4"
-
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/remote/s3test"
 	"github.com/memtier/memtier/runtime/source"
 )
 
-// versitygwEnv names the versitygw binary (scripts/versitygw.sh prints it;
-// the go_remote_versitygw ctest entry sets it). Unset: the integration
-// tests skip. Set but broken: they fail.
-const versitygwEnv = "MEMTIER_VERSITYGW"
-
+// The versitygw harness is s3test's (runtime/remote/s3test); vgwBucket
+// and vgwSecret name its bucket and secret here.
 const (
-	vgwAccess = "memtier-test-access"
-	vgwSecret = "memtier-test-secret-Zq8vPw3x"
-	vgwBucket = "bkt"
+	vgwBucket = s3test.Bucket
+	vgwSecret = s3test.Secret
 )
 
-// gateway is a versitygw serving a posix root on 127.0.0.1.
-type gateway struct {
-	endpoint string
-	root     string // bucket = directory under root, object = file
-}
+// gateway is an s3test.Gateway with this package's Options.
+type gateway struct{ *s3test.Gateway }
 
-// startVersitygw starts versitygw on a free loopback port in a temp root
-// with bucket vgwBucket, waits until it answers HTTP, and stops it at the
-// end of the test.
+// startVersitygw starts versitygw (s3test.Start: skips without
+// MEMTIER_VERSITYGW) and stops it at the end of the test.
 func startVersitygw(tb testing.TB) *gateway {
 	tb.Helper()
-	bin := os.Getenv(versitygwEnv)
-	if bin == "" {
-		tb.Skipf("%s is not set: run scripts/versitygw.sh and set %s to the path it prints (ctest go_remote_versitygw does)", versitygwEnv, versitygwEnv)
-	}
-	if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		tb.Fatalf("%s=%s is not an executable file (%v)", versitygwEnv, bin, err)
-	}
-	root := tb.TempDir()
-	if err := os.Mkdir(filepath.Join(root, vgwBucket), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	var lastErr error
-	for try := 0; try < 3; try++ { // a free port can be taken before versitygw binds it
-		port, err := freePort()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		var out bytes.Buffer
-		// --keep-alive: versitygw closes every connection without it
-		// (measured: one dial per request), unlike S3.
-		cmd := exec.Command(bin, "--access", vgwAccess, "--secret", vgwSecret, "--port", addr, "--quiet", "--keep-alive", "posix", root)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			tb.Fatalf("start %s: %v", bin, err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		if err := waitHTTP("http://"+addr+"/", exited, 30*time.Second); err != nil {
-			cmd.Process.Kill()
-			lastErr = fmt.Errorf("versitygw on %s: %v; output: %s", addr, err, out.String())
-			continue
-		}
-		tb.Cleanup(func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				cmd.Process.Kill()
-				<-exited
-			}
-		})
-		return &gateway{endpoint: "http://" + addr, root: root}
-	}
-	tb.Fatalf("%v", lastErr)
-	return nil
+	return &gateway{s3test.Start(tb)}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitHTTP polls url until any HTTP answer, the process exits, or timeout.
-func waitHTTP(url string, exited chan error, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	hc := &http.Client{Timeout: time.Second}
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			exited <- err
-			return fmt.Errorf("exited: %v", err)
-		default:
-		}
-		if resp, err := hc.Get(url); err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("no answer within %v", timeout)
-}
-
-// options are Options for g with the given secret.
+// options are fastOptions for g with the given secret.
 func (g *gateway) options(secret string) Options {
 	o := fastOptions()
-	o.Endpoint = g.endpoint
-	o.Credentials = &Credentials{AccessKeyID: vgwAccess, SecretAccessKey: secret}
+	o.Endpoint = g.Endpoint
+	o.Credentials = &Credentials{AccessKeyID: g.Access, SecretAccessKey: secret}
 	return o
 }
 
-// put uploads data as key with a signed PUT (versitygw then stores an
-// ETag, which plain files written into the root lack).
-func (g *gateway) put(tb testing.TB, key string, data []byte) string {
-	tb.Helper()
-	req, err := http.NewRequest(http.MethodPut, g.endpoint+"/"+vgwBucket+"/"+s3Escape(key), bytes.NewReader(data))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	signer := sigv4.New(func(o *v4.SignerOptions) { o.DisableDoublePathEscape, o.AddPayloadHashHeader = true, true })
-	err = signer.SignRequest(&sigv4.SignRequestInput{
-		Request: req, PayloadHash: sum[:], Service: "s3", Region: DefaultRegion,
-		Credentials: credentials.Credentials{AccessKeyID: vgwAccess, SecretAccessKey: vgwSecret},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("ETag") == "" {
-		tb.Fatalf("PUT %s: %s, ETag %q", key, resp.Status, resp.Header.Get("ETag"))
-	}
-	return resp.Header.Get("ETag")
-}
-
-// seed writes data as a plain file (no ETag: versitygw keeps ETags in
-// extended attributes set on upload).
+// seed is g.Seed (for sweep_bench_test.go).
 func (g *gateway) seed(tb testing.TB, key string, data []byte) {
 	tb.Helper()
-	p := filepath.Join(g.root, vgwBucket, key)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		tb.Fatal(err)
-	}
+	g.Seed(tb, key, data)
 }
 
 // noSecret fails if err's text holds the secret.
@@ -186,10 +62,10 @@ func TestVersitygw_ExactBytes(t *testing.T) {
 	g := startVersitygw(t)
 	big := pattern(2*MinPartBytes+3<<20+4321, 40) // three parts after the head window
 	small := pattern(1000, 41)
-	etag := g.put(t, "dir/big.bin", big)
-	g.put(t, "small bin+x", small)
-	g.put(t, "empty", nil)
-	g.seed(t, "seeded/file.bin", big)
+	etag := g.Put(t, "dir/big.bin", big)
+	g.Put(t, "small bin+x", small)
+	g.Put(t, "empty", nil)
+	g.Seed(t, "seeded/file.bin", big)
 	c := newClient(t, g.options(vgwSecret))
 	src := NewSource(c)
 	for _, tc := range []struct {
@@ -243,7 +119,7 @@ func TestVersitygw_ExactBytes(t *testing.T) {
 
 func TestVersitygw_Errors(t *testing.T) {
 	g := startVersitygw(t)
-	g.put(t, "k", pattern(100, 42))
+	g.Put(t, "k", pattern(100, 42))
 	src := NewSource(newClient(t, g.options(vgwSecret)))
 
 	_, _, err := NewSource(newClient(t, g.options("WRONG-secret"))).Open("s3://"+vgwBucket+"/k", files.TrustNone)
@@ -290,15 +166,15 @@ func TestVersitygw_OverwriteMidRead(t *testing.T) {
 			mtime := time.Date(2020, 1, 1, 0, 0, 0, 500e6, time.UTC)
 			write := func(data []byte) {
 				if kind == "uploaded" {
-					g.put(t, key, data)
+					g.Put(t, key, data)
 					return
 				}
-				g.seed(t, key, data)
+				g.Seed(t, key, data)
 				// Without an ETag only Last-Modified tells versions apart, at
 				// 1 s resolution: an overwrite within the same second is not
 				// detectable (a documented limit), so the test moves it on.
 				mtime = mtime.Add(10 * time.Second)
-				if err := os.Chtimes(filepath.Join(g.root, vgwBucket, key), mtime, mtime); err != nil {
+				if err := os.Chtimes(g.Path(key), mtime, mtime); err != nil {
 					t.Error(err)
 				}
 			}
@@ -320,7 +196,7 @@ func TestVersitygw_OverwriteMidRead(t *testing.T) {
 
 func TestVersitygw_Revalidation(t *testing.T) {
 	g := startVersitygw(t)
-	g.put(t, "rv", pattern(5000, 45))
+	g.Put(t, "rv", pattern(5000, 45))
 	c := newClient(t, g.options(vgwSecret))
 	src := NewSource(c)
 	o1, _, err := src.Open("s3://"+vgwBucket+"/rv", files.TrustNone)
@@ -333,7 +209,7 @@ func TestVersitygw_Revalidation(t *testing.T) {
 		t.Fatalf("unchanged revalidation: %v same=%v stale=%d", err, o2 == o1, stale)
 	}
 	o2.Release()
-	g.put(t, "rv", pattern(6000, 46))
+	g.Put(t, "rv", pattern(6000, 46))
 	o3, stale, err := src.Open("s3://"+vgwBucket+"/rv", files.TrustNone)
 	if err != nil || o3.Size() != 6000 || stale != o1.Version() {
 		t.Fatalf("changed revalidation: %v size=%d stale=%d", err, o3.Size(), stale)
@@ -353,7 +229,7 @@ func BenchmarkVersitygw256MiB(b *testing.B) {
 	g := startVersitygw(b)
 	const size = 256 << 20
 	data := pattern(size, 47)
-	g.seed(b, "bench.bin", data)
+	g.Seed(b, "bench.bin", data)
 	for _, conc := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) { benchReadAt(b, g, data, conc) })
 	}
@@ -426,7 +302,7 @@ func benchReadAt(b *testing.B, g *gateway, data []byte, conc int) {
 func TestVersitygw_KeepAlive(t *testing.T) {
 	g := startVersitygw(t)
 	data := pattern(objSize, 48)
-	g.put(t, "ka", data)
+	g.Put(t, "ka", data)
 	var dials atomic.Int64
 	d := &net.Dialer{}
 	o := g.options(vgwSecret)
