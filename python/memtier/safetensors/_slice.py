@@ -17,6 +17,21 @@ if TYPE_CHECKING:
 __all__ = ["SafeSlice"]
 
 
+_ALL = slice(None)
+
+
+def _is_full(parts: Tuple[Any, ...]) -> bool:
+    """True for the keys that select the whole tensor unchanged: ``...``,
+    ``:`` and tuples of those (at most one ``...``)."""
+    ell = 0
+    for p in parts:
+        if p is Ellipsis:
+            ell += 1
+        elif not (isinstance(p, slice) and p == _ALL):
+            return False
+    return bool(parts) and ell <= 1
+
+
 class SafeSlice:
     """A tensor of an open file, read when indexed (``safe_open.get_slice``).
 
@@ -29,8 +44,11 @@ class SafeSlice:
     one chunk per selected row (contiguous rows are coalesced by the library
     into a single read), and further indices on the other dimensions
     (``s[a:b, 3:7]``, ``s[i, ..., ::2]``) are applied in memory to those rows.
-    Other keys (``...`` or None first, boolean masks, a scalar tensor) load
-    the whole tensor and index it in memory. Results follow numpy/torch
+    The whole-tensor keys (``s[...]``, ``s[:]`` and tuples of those, as
+    transformers' ``from_pretrained`` reads every weight) are one
+    ``memtier_safetensors_load`` through the open handle, as
+    ``safe_open.get_tensor``. Other keys (None first, boolean masks, a scalar
+    tensor) load the whole tensor and index it in memory. Results follow numpy/torch
     indexing rules and own their memory (never views of the file).
 
     As in the reference, rows out of range raise IndexError, a zero step
@@ -105,6 +123,10 @@ class SafeSlice:
         torch = f._torch
         where = f"memtier.safetensors.get_slice({info.name!r})"
         parts = key if isinstance(key, tuple) else (key,)
+        if f._h.h is not None and _is_full(parts):
+            # transformers reads every weight as s[...]: the handle's own
+            # load, which checks the file is the one opened (no re-open by path)
+            return f._h.load_one(self._i, torch, where, f._device)[key]
         sel = None
         if info.shape and parts and info.dtype != "F4":
             rest = parts[1:]
