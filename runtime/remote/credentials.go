@@ -72,6 +72,11 @@ func resolveCredentials(o *Options) (resolved, error) {
 	case o.Anonymous:
 		r.anonymous, r.origin = true, "anonymous"
 		return r, nil
+	case o.Credentials == nil && noSignRequest(getenv(EnvNoSignRequest)):
+		// GDAL's name for unsigned requests to public buckets (the AWS CLI's
+		// --no-sign-request): https://gdal.org/en/stable/user/virtual_file_systems.html
+		r.anonymous, r.origin = true, EnvNoSignRequest
+		return r, nil
 	case o.Credentials != nil:
 		c := *o.Credentials
 		if c.AccessKeyID == "" || c.SecretAccessKey == "" {
@@ -97,7 +102,7 @@ func resolveCredentials(o *Options) (resolved, error) {
 			return r, errs.New(errs.InvalidArg, "remote credentials", "profile %q not found in %s or %s", name, credFile, confFile)
 		}
 		r.err = errs.New(errs.Permission, "remote credentials",
-			"no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, Options.Credentials, or Options.Anonymous for public buckets")
+			"no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; for a public bucket set AWS_NO_SIGN_REQUEST=YES")
 		return r, nil
 	}
 	id, secret = p.settings["aws_access_key_id"], p.settings["aws_secret_access_key"]
@@ -115,7 +120,7 @@ func resolveCredentials(o *Options) (resolved, error) {
 			return r, errs.New(errs.InvalidArg, "remote credentials", "profile %q has no aws_access_key_id/aws_secret_access_key", name)
 		}
 		r.err = errs.New(errs.Permission, "remote credentials",
-			"no AWS credentials: profile %q has no keys; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, Options.Credentials, or Options.Anonymous", name)
+			"no AWS credentials: profile %q has no keys; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_NO_SIGN_REQUEST=YES for a public bucket", name)
 		return r, nil
 	}
 	r.creds = Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: p.settings["aws_session_token"]}
@@ -132,4 +137,17 @@ func (r *resolved) scrub(s string) string {
 		}
 	}
 	return s
+}
+
+// EnvNoSignRequest, set to YES (or 1, true, on), sends s3:// requests
+// unsigned, for public buckets, when no credentials are given in Options.
+const EnvNoSignRequest = "AWS_NO_SIGN_REQUEST"
+
+// noSignRequest reports whether v turns EnvNoSignRequest on.
+func noSignRequest(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "yes", "1", "true", "on":
+		return true
+	}
+	return false
 }

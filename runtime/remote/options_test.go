@@ -126,6 +126,8 @@ aws_secret_access_key = CFGSECRET
 		{"Options.Profile wins", append([]string{"AWS_PROFILE", "dev"}, files...), Options{Profile: "cfgonly"}, "CFGKEY", "CFGSECRET", "", `profile "cfgonly"`, "us-east-1", "https://s3.us-east-1.amazonaws.com"},
 		{"env beats profile", append([]string{"AWS_PROFILE", "dev", "AWS_ACCESS_KEY_ID", "ENVKEY", "AWS_SECRET_ACCESS_KEY", "ENVSECRET", "AWS_SESSION_TOKEN", "ENVTOK"}, files...), Options{},
 			"ENVKEY", "ENVSECRET", "ENVTOK", "environment", "us-west-2", "http://dev-endpoint:9000"},
+		{"AWS_NO_SIGN_REQUEST beats env keys", append([]string{"AWS_NO_SIGN_REQUEST", "YES", "AWS_ACCESS_KEY_ID", "ENVKEY", "AWS_SECRET_ACCESS_KEY", "ENVSECRET"}, files...), Options{},
+			"", "", "", "AWS_NO_SIGN_REQUEST", "eu-central-1", "https://s3.eu-central-1.amazonaws.com"},
 		{"explicit beats env", append([]string{"AWS_ACCESS_KEY_ID", "ENVKEY", "AWS_SECRET_ACCESS_KEY", "ENVSECRET"}, files...),
 			Options{Credentials: &Credentials{AccessKeyID: "OPT", SecretAccessKey: "OPTS"}}, "OPT", "OPTS", "", "Options.Credentials", "eu-central-1", "https://s3.eu-central-1.amazonaws.com"},
 	} {
