@@ -37,24 +37,7 @@ func TestNoDriverAnswersUnavailable(t *testing.T) {
 	if r := Reason(); !strings.HasPrefix(r, "GPU target unavailable: ") || !strings.Contains(r, absent) {
 		t.Fatalf("Reason %q does not say unavailable and name %s", r, absent)
 	}
-	if err := Init(); KindOf(err) != KindUnavailable {
-		t.Fatalf("Init: %v", err)
-	}
-	if _, err := NewStager(StagerOptions{}); KindOf(err) != KindUnavailable {
-		t.Fatalf("NewStager: %v", err)
-	}
-	if _, err := NewStager(StagerOptions{ChunkSize: 100}); KindOf(err) != KindInvalidArg {
-		t.Fatalf("NewStager with bad options: %v", err)
-	}
-	if _, err := NewHBMCache(HBMOptions{Budget: 1 << 30}); KindOf(err) != KindUnavailable {
-		t.Fatalf("NewHBMCache: %v", err)
-	}
-	if _, err := PointerDevice(0x1000); KindOf(err) != KindUnavailable {
-		t.Fatalf("PointerDevice: %v", err)
-	}
-	if DeviceCount() != 0 || DriverVersion() != 0 {
-		t.Fatalf("DeviceCount %d DriverVersion %d with no libcuda", DeviceCount(), DriverVersion())
-	}
+	checkConstructorsUnavailable(t)
 	if got := GDSReason(); got != "GDS not probed yet" {
 		t.Fatalf("GDSReason before OpenGDS %q", got)
 	}
