@@ -47,6 +47,19 @@ func (c *Context) LoadTensor(path string, off, size uint64, dst []byte, target i
 // ReadNoAdmit keeps the buffered path (row 17).
 const chunkFlags = policy.ReadNoAdmit
 
+// sampleFlags are the read hints of a dataset's samples (Dataset.Read,
+// ReadBatch) of object: none for a remote object, whose samples then fill
+// the DRAM cache like any read (below a remote object there is no page cache
+// to find them in next epoch: bench_remote measured a tar-shard epoch over
+// URLs at 0.07x a local one when every sample went back to the server or the
+// disk cache), chunkFlags for a local file (its page cache is that tier).
+func sampleFlags(path string) uint32 {
+	if remote.HasScheme(path) {
+		return 0
+	}
+	return chunkFlags
+}
+
 // LoadChunks reads every chunk of path (a local file or a URL) into its Dst.
 // Chunks are sorted by
 // offset, adjacent ones are read together with one preadv straight into their
@@ -76,6 +89,7 @@ type chunkLoad struct {
 	fin    []atomic.Bool // chunk i's Result is final and reported
 	report func(i int)   // nil, or called once per chunk after its Result is final
 	pieces map[int]*pieceState
+	flags  uint32 // read hints of every chunk not served as part of a run: chunkFlags, or sampleFlags
 }
 
 // pieceState collects the pieces of one chunk larger than a task.
@@ -94,8 +108,14 @@ type pieceState struct {
 // not nil, is called once per chunk as soon as its Result is final (from
 // worker goroutines, in completion order).
 func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, report func(int)) error {
+	return c.loadChunksFlags(path, ch, target, want, report, chunkFlags)
+}
+
+// loadChunksFlags is loadChunks with the read hints of its single chunks and
+// pieces (a run of adjacent chunks is a scan: never admitted).
+func (c *Context) loadChunksFlags(path string, ch []Chunk, target int, want uint64, report func(int), flags uint32) error {
 	c.st.Requests.Add(uint64(len(ch)))
-	l := &chunkLoad{c: c, ch: ch, fin: make([]atomic.Bool, len(ch)), report: report}
+	l := &chunkLoad{c: c, ch: ch, fin: make([]atomic.Bool, len(ch)), report: report, flags: flags}
 	valid := make([]int, 0, len(ch))
 	var gpuErr error // target CUDA without a usable backend
 	if target == policy.TargetCUDA {
@@ -206,7 +226,7 @@ func (l *chunkLoad) addPiece(f source.Object, i int) {
 	p := l.pieces[i]
 	if p == nil {
 		e := &l.ch[i]
-		p = &pieceState{flags: chunkFlags}
+		p = &pieceState{flags: l.flags}
 		d := l.c.decide(f, e.Off, e.Size, p.flags, 0)
 		p.path, p.admit = d.Path, d.Admit && l.c.cache != nil
 		l.pieces[i] = p

@@ -34,7 +34,7 @@ func (l *chunkLoad) serveUnit(f source.Object, u *chunkUnit) {
 func (l *chunkLoad) serveOne(f source.Object, i int) {
 	e := &l.ch[i]
 	s, err := guarded(func() (served, error) {
-		return l.c.serve(f, e.Off, e.Size, e.Dst[:e.Size], policy.ReadNoAdmit, false)
+		return l.c.serve(f, e.Off, e.Size, e.Dst[:e.Size], l.flags, false)
 	})
 	if err != nil {
 		l.fail(i, err)

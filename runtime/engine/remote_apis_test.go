@@ -467,3 +467,38 @@ func TestRemoteAPIs_Datasets(t *testing.T) {
 		wantMissing(t, "dataset_open_tar", err, missing)
 	})
 }
+
+// TestRemoteAPIs_DatasetSamplesFillTheDRAMCache: below a URL there is no
+// page cache, so a dataset's samples of a remote object are admitted and
+// the next epoch's reads are DRAM-cache hits; a local dataset's are not
+// (its page cache is that tier), as before.
+func TestRemoteAPIs_DatasetSamplesFillTheDRAMCache(t *testing.T) {
+	st := httpStore(t)
+	want := pfile(0, 1<<20)
+	dataURL, dataLocal := putBoth(t, st, "s.bin", want)
+	_, indexLocal := putBoth(t, st, "s.idx", []byte("4096 8192\n65536 1000\n"))
+	for _, tc := range []struct {
+		data    string
+		hitWant uint64
+	}{{dataURL, 8192 + 1000}, {dataLocal, 0}} {
+		c := newCtx(t, nil)
+		ds, err := c.OpenDataset(tc.data, indexLocal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for epoch := 0; epoch < 2; epoch++ {
+			for i, span := range [][2]uint64{{4096, 8192}, {65536, 1000}} {
+				dst := make([]byte, span[1])
+				if err := ds.Read(uint64(i), dst, policy.TargetCPU); err != nil || !bytes.Equal(dst, want[span[0]:span[0]+span[1]]) {
+					t.Fatalf("%s epoch %d sample %d: %v", tc.data, epoch, i, err)
+				}
+			}
+			if epoch == 0 {
+				c.ResetStats()
+			}
+		}
+		if got := c.Stats().CacheHitBytes; got != tc.hitWant {
+			t.Fatalf("%s: second epoch cache_hit_bytes %d, want %d", tc.data, got, tc.hitWant)
+		}
+	}
+}

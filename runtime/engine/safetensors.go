@@ -127,9 +127,14 @@ func (s *SafetensorsFile) mergeContiguous(dsts [][]byte, results []int64) ([]Chu
 
 // loadVersion is LoadChunks of a handle made at file version want.
 func (c *Context) loadVersion(path string, ch []Chunk, target int, want uint64) error {
+	return c.loadVersionFlags(path, ch, target, want, chunkFlags)
+}
+
+// loadVersionFlags is loadVersion with the read hints of loadChunksFlags.
+func (c *Context) loadVersionFlags(path string, ch []Chunk, target int, want uint64, flags uint32) error {
 	if err := c.enter(); err != nil {
 		return err
 	}
 	defer c.exit()
-	return c.loadChunks(path, ch, target, want, nil)
+	return c.loadChunksFlags(path, ch, target, want, nil, flags)
 }
