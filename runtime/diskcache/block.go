@@ -1,21 +1,26 @@
 package diskcache
 
 import (
-	"hash/crc32"
+	"fmt"
 	"os"
 	"syscall"
 	"time"
 )
 
-// readChunk is the piece of a payload read per pread and checksummed right
-// after, while it is still in the CPU cache (one pass over memory, not two).
+// readChunk is the most of a payload read per pread (whole pieces) and
+// checksummed right after, while it is still in the CPU cache (one pass
+// over memory, not two).
 const readChunk = 512 << 10
 
-// get fills dst (the whole block idx of k: len(dst) is its length) from
-// the entry on disk and reports whether it did. A missing entry is a miss;
-// a torn, truncated or corrupt one is counted, deleted and a miss, so the
-// caller fetches the block again. dst may be partly written on a miss.
-func (c *Cache) get(k *Key, idx uint64, dst []byte) bool {
+// get fills dst with bytes [from, from+len(dst)) of the payload of block
+// idx of k (blockLen bytes long) from the entry on disk and reports
+// whether it did. Only the header and the pieces that overlap the range
+// are read and checked (readPieces). A missing entry is a miss; a torn,
+// truncated or corrupt one (in the header or a piece read) is counted,
+// deleted and a miss, so the caller fetches the block again; so is an
+// entry of an older format version (counted as stale). dst may be partly
+// written on a miss.
+func (c *Cache) get(k *Key, idx uint64, blockLen int, dst []byte, from int) bool {
 	if c.closed.Load() {
 		return false
 	}
@@ -29,8 +34,12 @@ func (c *Cache) get(k *Key, idx uint64, dst []byte) bool {
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		return false
 	}
-	if why := c.readEntry(f, k, idx, dst, st.Size); why != "" {
-		c.st.corruptEntries.Add(1)
+	if why := c.readEntry(f, k, idx, blockLen, dst, from, st.Size); why != "" {
+		if why == errOldFormat.Error() {
+			c.st.staleEntries.Add(1)
+		} else {
+			c.st.corruptEntries.Add(1)
+		}
 		c.dropEntry(name, st.Ino, uint64(st.Size))
 		return false
 	}
@@ -43,11 +52,15 @@ func (c *Cache) get(k *Key, idx uint64, dst []byte) bool {
 	return true
 }
 
-// readEntry reads and checks the entry of block idx of k from f (size
-// bytes) into dst, returning why it is not that entry ("" when it is).
-func (c *Cache) readEntry(f *os.File, k *Key, idx uint64, dst []byte, size int64) string {
+// readEntry reads and checks the header of the entry of block idx of k
+// (blockLen bytes) from f (size bytes), then the pieces of its payload
+// that overlap [from, from+len(dst)) into dst, returning why it is not
+// that entry ("" when it is).
+func (c *Cache) readEntry(f *os.File, k *Key, idx uint64, blockLen int, dst []byte, from int, size int64) string {
 	var hb [headerAlign]byte
-	if n, _ := f.ReadAt(hb[:], 0); n < fixedHeader {
+	n, _ := f.ReadAt(hb[:], 0)
+	c.st.readBytes.Add(uint64(n))
+	if n < fixedHeader {
 		return "truncated header"
 	}
 	hl, err := decodeFixed(hb[:])
@@ -57,7 +70,9 @@ func (c *Cache) readEntry(f *os.File, k *Key, idx uint64, dst []byte, size int64
 	hdr := hb[:]
 	if hl > headerAlign {
 		hdr = make([]byte, hl)
-		if n, _ := f.ReadAt(hdr, 0); n != int(hl) {
+		n, _ := f.ReadAt(hdr, 0)
+		c.st.readBytes.Add(uint64(n))
+		if n != int(hl) {
 			return "truncated header"
 		}
 	}
@@ -65,20 +80,16 @@ func (c *Cache) readEntry(f *os.File, k *Key, idx uint64, dst []byte, size int64
 	if err != nil {
 		return err.Error()
 	}
-	if why := h.mismatch(k, idx*uint64(c.block), len(dst)); why != "" {
+	if why := h.mismatch(k, idx*uint64(c.block), blockLen); why != "" {
 		return why
 	}
 	if size != int64(h.hdrLen)+int64(h.payloadLen) {
 		return "torn: file size does not match its header"
 	}
-	crc, ok := readPayload(f, int64(h.hdrLen), dst)
-	if !ok {
-		return "truncated payload"
+	if from < 0 || from+len(dst) > blockLen {
+		return fmt.Sprintf("range [%d, +%d) outside the %d-byte payload", from, len(dst), blockLen)
 	}
-	if crc != h.crc {
-		return "payload checksum mismatch"
-	}
-	return ""
+	return readPieces(f, int64(h.hdrLen), &h, from, dst, &c.st.readBytes)
 }
 
 // put writes data as the entry of block idx of k: into a temporary file in
@@ -96,8 +107,7 @@ func (c *Cache) put(k *Key, idx uint64, data []byte) {
 	if _, err := os.Lstat(c.path(name)); err == nil {
 		return // another reader (or process) wrote it
 	}
-	crc := crc32.Checksum(data, castagnoli)
-	hdr := encodeHeader(k, idx*uint64(c.block), len(data), crc)
+	hdr := encodeHeader(k, idx*uint64(c.block), len(data), pieceCRCs(data))
 	n := uint64(len(hdr) + len(data))
 	f, err := c.reserve(n)
 	if err != nil {

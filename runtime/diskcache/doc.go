@@ -15,15 +15,22 @@
 // without X-Amz-* query parameters); the validator is the ETag, else the
 // Last-Modified header; an object with neither is not cached. The header
 // (entry.go) repeats the identity, with any query replaced by a hash, the
-// validator, offset, length, object size and a CRC-32C of the payload, so
-// no credential or presigned query reaches a file name or a header.
+// validator, offset, length, object size and a CRC-32C of each 64 KiB
+// piece of the payload (pieceBytes), so no credential or presigned query
+// reaches a file name or a header. A hit reads and checks the header and
+// only the pieces that overlap the bytes it needs: a 16-112 KiB sample of
+// a 4 MiB block costs a piece or three, not the whole block.
 //
 // Validation: a read looks only for entries of the Object's own validator,
 // so an overwritten object (new ETag) misses and is fetched; writing its
 // first new entry removes the old version's entries (Stats.StaleEntries),
 // and any left behind age out by eviction. An entry whose size, header or
 // checksum is wrong (torn, truncated, corrupt) is never served: it is
-// counted (Stats.CorruptEntries), deleted and refetched.
+// counted (Stats.CorruptEntries), deleted and refetched. A corrupt piece
+// is found by the first read that needs it (reads of other pieces of the
+// entry, which check out, are served). An entry of an older format
+// version is a miss too: counted stale (Stats.StaleEntries), deleted and
+// refetched.
 //
 // Crash safety: an entry is written to a temporary file (".tmp-*") in the
 // directory, then renamed into place, so a reader sees it whole or not at

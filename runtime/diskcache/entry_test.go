@@ -13,7 +13,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 	if strings.Contains(k.display, "secret") || !strings.HasPrefix(k.display, "https://h/p?sha256=") {
 		t.Fatalf("display %q", k.display)
 	}
-	b := encodeHeader(&k, 8192, 4000, 0xdeadbeef)
+	b := encodeHeader(&k, 8192, 4000, []uint32{0xdeadbeef})
 	if len(b) != headerAlign {
 		t.Fatalf("header %d bytes, want %d", len(b), headerAlign)
 	}
@@ -21,7 +21,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.off != 8192 || h.payloadLen != 4000 || h.crc != 0xdeadbeef || h.objSize != 12345 ||
+	if h.off != 8192 || h.payloadLen != 4000 || len(h.crcs) != 1 || h.crcs[0] != 0xdeadbeef || h.pieceLen != pieceBytes || h.objSize != 12345 ||
 		h.id != k.display || h.val != k.Validator || h.hdrLen != headerAlign {
 		t.Fatalf("decoded %+v", h)
 	}
@@ -44,11 +44,37 @@ func TestHeaderRoundTrip(t *testing.T) {
 	}
 	// A long identity takes a longer, still aligned, header.
 	long, _ := NewKey("s3://b/"+strings.Repeat("k", 5000), "lm:x", 1)
-	if n := headerLen(&long); n != 2*headerAlign {
+	if n := headerLen(&long, 1); n != 2*headerAlign {
 		t.Fatalf("long header %d bytes", n)
 	}
-	if _, err := decodeHeader(encodeHeader(&long, 0, 1, 0)); err != nil {
+	if _, err := decodeHeader(encodeHeader(&long, 0, 1, []uint32{0})); err != nil {
 		t.Fatal(err)
+	}
+	// The piece table: one CRC per started piece; a MaxBlockBytes entry's
+	// table (4 KiB) takes a second header page even with a short key.
+	for _, c := range []struct{ payload, pieces, hdr int }{
+		{0, 0, headerAlign}, {1, 1, headerAlign}, {pieceBytes, 1, headerAlign}, {pieceBytes + 1, 2, headerAlign},
+		{DefaultBlockBytes, 64, headerAlign}, {MaxBlockBytes, 1024, 2 * headerAlign},
+	} {
+		if n := numPieces(c.payload); n != c.pieces {
+			t.Fatalf("%d bytes: %d pieces, want %d", c.payload, n, c.pieces)
+		}
+		if n := headerLen(&k, c.payload); n != c.hdr {
+			t.Fatalf("%d bytes: header %d bytes, want %d", c.payload, n, c.hdr)
+		}
+		crcs := make([]uint32, c.pieces)
+		for i := range crcs {
+			crcs[i] = uint32(i)*2654435761 + 1
+		}
+		h, err := decodeHeader(encodeHeader(&k, 0, c.payload, crcs))
+		if err != nil || h.payloadLen != uint32(c.payload) || len(h.crcs) != c.pieces || h.id != k.display || h.val != k.Validator {
+			t.Fatalf("%d bytes: %+v %v", c.payload, h, err)
+		}
+		for i := range crcs {
+			if h.crcs[i] != crcs[i] {
+				t.Fatalf("%d bytes: piece %d crc %08x, want %08x", c.payload, i, h.crcs[i], crcs[i])
+			}
+		}
 	}
 	if _, err := NewKey("s3://b/"+strings.Repeat("k", maxTextBytes), "lm:x", 1); err == nil {
 		t.Fatal("an identity over the limit was accepted")

@@ -147,4 +147,4 @@ func entries(t testing.TB, dir string) (names []string, total int64) {
 }
 
 // entrySize is the file size of a full entry of key-length texts.
-func entrySize(k *Key, payload int) int64 { return int64(headerLen(k) + payload) }
+func entrySize(k *Key, payload int) int64 { return int64(headerLen(k, payload) + payload) }

@@ -3,11 +3,11 @@ package diskcache
 import (
 	"bytes"
 	"fmt"
-	"hash/crc32"
 	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -152,8 +152,8 @@ func checkEntryFile(p string, want []byte) error {
 		return err
 	}
 	pay := b[hl:]
-	if len(pay) != int(h.payloadLen) || crc32.Checksum(pay, castagnoli) != h.crc {
-		return fmt.Errorf("payload %d bytes, header says %d, or checksum differs", len(pay), h.payloadLen)
+	if len(pay) != int(h.payloadLen) || !slices.Equal(pieceCRCs(pay), h.crcs) {
+		return fmt.Errorf("payload %d bytes, header says %d, or a piece checksum differs", len(pay), h.payloadLen)
 	}
 	if !bytes.Equal(pay, want[h.off:h.off+uint64(len(pay))]) {
 		return fmt.Errorf("payload is not the object's bytes at %d", h.off)

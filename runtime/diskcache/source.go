@@ -123,18 +123,10 @@ func (s *Source) readHits(k *Key, ro *remote.Object, dst []byte, off, first uint
 	end := off + uint64(len(dst))
 	one := func(i int) {
 		lo, hi := s.span(first+uint64(i), ro.Size())
-		if lo >= off && hi <= end {
-			hit[i] = s.c.get(k, first+uint64(i), dst[lo-off:hi-off])
-		} else {
-			buf := s.c.getBuf(int(hi - lo))
-			if hit[i] = s.c.get(k, first+uint64(i), buf); hit[i] {
-				a, b := max(lo, off), min(hi, end)
-				copy(dst[a-off:b-off], buf[a-lo:b-lo])
-			}
-			s.c.putBuf(buf)
-		}
+		// Only the part of the block dst needs is read (and checked).
+		a, b := max(lo, off), min(hi, end)
+		hit[i] = s.c.get(k, first+uint64(i), int(hi-lo), dst[a-off:b-off], int(a-lo))
 		if hit[i] {
-			a, b := max(lo, off), min(hi, end)
 			s.c.st.hitBlocks.Add(1)
 			s.c.st.hitBytes.Add(b - a)
 		}

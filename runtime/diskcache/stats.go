@@ -10,6 +10,7 @@ type counters struct {
 	staleEntries, corruptEntries               atomic.Uint64
 	writeDrops, writeErrors, inlineWrites      atomic.Uint64
 	deferredBlocks, deferredFailures           atomic.Uint64
+	readBytes                                  atomic.Uint64 // bytes read from entries, headers included (tests)
 }
 
 // Stats are a Cache's counters since Open (this process, this Cache), and
@@ -23,8 +24,8 @@ type Stats struct {
 	WrittenBytes   uint64 // bytes of those entries, headers included
 	EvictedEntries uint64 // entries removed to keep the budget
 	EvictedBytes   uint64 // bytes of those entries
-	StaleEntries   uint64 // entries of an older version of an object removed when a newer one was written
-	CorruptEntries uint64 // torn, truncated or corrupt entries detected on read, deleted and refetched
+	StaleEntries   uint64 // entries of an older version of an object removed when a newer one was written, or of an older entry format found on read (deleted and refetched)
+	CorruptEntries uint64 // torn, truncated or corrupt entries detected on read (a corrupt piece only by a read that needs it), deleted and refetched
 	WriteDrops     uint64 // blocks not written: the entry exceeds the budget
 	InlineWrites   uint64 // blocks the reader wrote itself: the write-behind queue and the deferred list were full
 	// DeferredBlocks are blocks the write-behind queue had no room for,
