@@ -10,8 +10,12 @@ import "C"
 import (
 	"unsafe"
 
+	"github.com/memtier/memtier/gpu"
+	"github.com/memtier/memtier/runtime/config"
+	"github.com/memtier/memtier/runtime/diskcache"
 	"github.com/memtier/memtier/runtime/engine"
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/iopath"
 )
 
 //export mtgo_stats
@@ -39,6 +43,40 @@ func mtgo_gpu_info(id C.uint64_t, buf *C.char, n C.size_t) C.int {
 		out := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
 		k := copy(out[:len(out)-1], text)
 		out[k] = 0
+		return nil
+	})
+}
+
+// mtgo_capabilities stores the MEMTIER_CAP_* bits of ctx in *out (see
+// memtier_capabilities in memtier.h for what each bit means and probes).
+//
+//export mtgo_capabilities
+func mtgo_capabilities(id C.uint64_t, out *C.uint64_t) C.int {
+	return call(id, func(ctx *engine.Context) error {
+		o := ctx.Options()
+		caps := uint64(C.MEMTIER_CAP_CPU | C.MEMTIER_CAP_REMOTE)
+		if gpu.Available() {
+			caps |= C.MEMTIER_CAP_CUDA
+			if o.GDSMode != config.GDSOff {
+				if _, err := gpu.OpenGDS(nil); err == nil {
+					caps |= C.MEMTIER_CAP_GDS
+				}
+			}
+		}
+		// An empty batch is readv's own probe: it sets up (or reuses) a
+		// ring and fails with Unsupported once the kernel refused one.
+		if !o.NoIOUring {
+			if _, err := new(iopath.Reader).ReadBatch(nil, false); err == nil {
+				caps |= C.MEMTIER_CAP_IO_URING
+			}
+		}
+		if _, on, err := diskcache.OptionsFromEnv(func(name string) string {
+			v, _ := cgetenv(name)
+			return v
+		}); on && err == nil {
+			caps |= C.MEMTIER_CAP_DISK_CACHE
+		}
+		*out = C.uint64_t(caps)
 		return nil
 	})
 }

@@ -239,13 +239,40 @@ int memtier_drop_cache(memtier_ctx_t* ctx, const char* path) {
 
 int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
                     const void* dst, int target, uint32_t flags, memtier_decision_t* out) {
+    return memtier_explain_sized(ctx, path, offset, size, dst, target, flags, out, sizeof(*out));
+}
+
+/* The decision is built in a full-size local and its first out_size bytes
+ * copied out, so a caller's shorter (older) struct is never written past.
+ * *out is written whenever the arguments reach Go (a refused request too,
+ * with path NONE), as memtier_explain always did. */
+int memtier_explain_sized(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
+                          const void* dst, int target, uint32_t flags, memtier_decision_t* out,
+                          size_t out_size) {
     MT_GUARD();
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_explain: ctx is NULL");
     if (out == NULL) return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_explain: out is NULL");
-    memset(out, 0, sizeof(*out));
-    out->path = MEMTIER_PATH_NONE;
+    if (out_size == 0)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_explain_sized: out_size is 0");
+    memtier_decision_t full;
+    memset(&full, 0, sizeof(full));
+    full.path = MEMTIER_PATH_NONE;
     int dst_aligned = ((uintptr_t)dst % 4096) == 0;
-    return mtgo_explain(MT_ID(ctx), (char*)path, offset, size, dst_aligned, target, flags, out);
+    int rc = mtgo_explain(MT_ID(ctx), (char*)path, offset, size, dst_aligned, target, flags, &full);
+    memcpy(out, &full, out_size < sizeof(full) ? out_size : sizeof(full));
+    return rc;
+}
+
+int memtier_capabilities(memtier_ctx_t* ctx, uint64_t* caps_out) {
+    if (caps_out != NULL) *caps_out = 0;
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_capabilities: ctx is NULL");
+    if (caps_out == NULL)
+        return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_capabilities: caps_out is NULL");
+    uint64_t caps = 0;
+    int rc = mtgo_capabilities(MT_ID(ctx), &caps); /* exports_stats.go */
+    if (rc == MEMTIER_OK) *caps_out = caps;
+    return rc;
 }
 
 int (memtier_stats)(memtier_ctx_t* ctx, memtier_stats_t* st) {
@@ -365,10 +392,23 @@ int memtier_safetensors_count(memtier_safetensors_t* st, size_t* count_out) {
 }
 
 int memtier_safetensors_get(memtier_safetensors_t* st, size_t index, memtier_tensor_info_t* info) {
+    return memtier_safetensors_get_sized(st, index, info, sizeof(*info));
+}
+
+/* Filled in a full-size local; on success its first info_size bytes are
+ * copied out (on failure *info is left as it was, as before). */
+int memtier_safetensors_get_sized(memtier_safetensors_t* st, size_t index,
+                                  memtier_tensor_info_t* info, size_t info_size) {
     MT_GUARD();
     if (st == NULL || info == NULL)
         return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_safetensors_get: st or info is NULL");
-    return mtgo_safetensors_get(MT_ID(st), index, info);
+    if (info_size == 0)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_safetensors_get_sized: info_size is 0");
+    memtier_tensor_info_t full;
+    memset(&full, 0, sizeof(full));
+    int rc = mtgo_safetensors_get(MT_ID(st), index, &full);
+    if (rc == MEMTIER_OK) memcpy(info, &full, info_size < sizeof(full) ? info_size : sizeof(full));
+    return rc;
 }
 
 int memtier_safetensors_find(memtier_safetensors_t* st, const char* name, size_t name_len,

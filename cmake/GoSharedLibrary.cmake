@@ -20,7 +20,8 @@
 # this target (memtier_go) in its own build directory. `-B gobuildid` writes a
 # GNU build-id note derived from Go's build ID, which hashes the inputs (not
 # the output path), so two builds of the same sources with the same flags carry
-# the same ID: the package_same_library test compares them.
+# the same ID: the package_same_library test compares them. The linker version
+# script cmake/libmemtier.map exports only the memtier_* API.
 
 function(memtier_go_shared_library)
   cmake_parse_arguments(ARG "" "TARGET;NAME;PACKAGE;SOURCE_DIR;INCLUDE_DIR" "SOURCE_DIRS;TAGS" ${ARGN})
@@ -73,7 +74,17 @@ function(memtier_go_shared_library)
     set(_cgo_cflags "$ENV{CGO_CFLAGS} -I${ARG_INCLUDE_DIR}")
   endif()
 
-  set(_ldflags "-B gobuildid -extldflags=-Wl,-soname,${ARG_NAME}")
+  # The version script exports only the public memtier_* API and keeps the
+  # rest local (cmake/libmemtier.map says why). One -Wl argument, comma
+  # separated, so -extldflags needs no quoting; the path must therefore hold
+  # no comma or space.
+  set(_map "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/libmemtier.map")
+  if(_map MATCHES "[, ]")
+    message(FATAL_ERROR "memtier_go_shared_library: the version script path '${_map}' "
+      "holds a comma or a space, which -extldflags cannot carry unquoted")
+  endif()
+  list(APPEND _deps "${_map}")
+  set(_ldflags "-B gobuildid -extldflags=-Wl,-soname,${ARG_NAME},--version-script,${_map}")
 
   # Through RunGo.cmake so the public header's hash keys Go's build cache
   # (HEADER there says why). STEPS must not contain spaces inside an argument
@@ -81,6 +92,10 @@ function(memtier_go_shared_library)
   add_custom_command(
     OUTPUT "${_out}"
     BYPRODUCTS "${_cgo_header}"
+    # go build skips the link when the output's build ID matches, and that ID
+    # does not hash the version script's contents: remove the old output so
+    # an edit of libmemtier.map relinks.
+    COMMAND "${CMAKE_COMMAND}" -E rm -f "${_out}"
     COMMAND "${CMAKE_COMMAND}"
             "-DGO=${GO_EXECUTABLE}"
             -DCGO=1

@@ -489,8 +489,15 @@ MEMTIER_API int memtier_request_release(memtier_request_t* req);
 
 /* memtier_drop_cache: removes path's blocks from the DRAM cache (path NULL: all
  * blocks) and closes its cached descriptors. Blocks being copied out are removed
- * when the copy ends. Returns MEMTIER_OK (also when nothing was cached),
- * MEMTIER_ERR_INVALID_ARG, MEMTIER_ERR_CLOSED. Thread-safe. */
+ * when the copy ends.
+ * Returns:
+ *   MEMTIER_OK (also when nothing was cached)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context; reads running at the
+ *   same time are served, from the cache or the file.
+ * Since: 0.1. */
 MEMTIER_API int memtier_drop_cache(memtier_ctx_t* ctx, const char* path);
 
 /* The decision the path policy takes for a request (memtier_explain). */
@@ -516,13 +523,48 @@ typedef struct memtier_decision {
  * remote GET: K bytes in L blocks" with the disk cache tier on (the blocks
  * its directory holds now, found by name without reading them, and the whole
  * blocks a read would fetch, as disk_cache_hit_* and disk_cache_miss_* count
- * them), or "; remote GET: K bytes (no disk cache)". Thread-safe. */
+ * them), or "; remote GET: K bytes (no disk cache)". memtier_explain_sized
+ * is the form with a size argument.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, path or out, or a bad argument of the
+ *     read)
+ *   MEMTIER_ERR_UNSUPPORTED, the open errors of memtier_read (the status the
+ *     read would fail with before any I/O)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                 uint64_t size, const void* dst, int target, uint32_t flags,
                                 memtier_decision_t* out);
 
-/* memtier_path_name: "cache", "buffered", "direct", "gds", "staged", "none",
- * "hbm" or "unknown". Static, never NULL. */
+/* memtier_explain_sized: memtier_explain that writes min(out_size, the
+ * library's sizeof(memtier_decision_t)) bytes of *out and never past them
+ * (the output growth rule); memtier_explain(..., out) is
+ * memtier_explain_sized(..., out, sizeof(memtier_decision_t)). A size that
+ * ends inside reason gets that prefix of it, not NUL-terminated.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, path or out, out_size 0, or a bad
+ *     argument of the read)
+ *   MEMTIER_ERR_UNSUPPORTED, the open errors of memtier_read (the status
+ *     the read would fail with before any I/O; *out is written then too)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: after 0.3 (the release after 0.3.0). */
+MEMTIER_API int memtier_explain_sized(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+                                      uint64_t size, const void* dst, int target, uint32_t flags,
+                                      memtier_decision_t* out, size_t out_size);
+
+/* memtier_path_name: the name of a MEMTIER_PATH_* value: "cache",
+ * "buffered", "direct", "gds", "staged", "none", "hbm" or "unknown".
+ * Returns:
+ *   the name (static storage), never NULL
+ * Thread safety: safe from any thread; pure C, so it also works in a forked
+ *   child.
+ * Since: 0.1. */
 MEMTIER_API const char* memtier_path_name(int path);
 
 /* memtier_gpu_info: writes a few NUL-terminated lines "key: value" about the
@@ -532,10 +574,49 @@ MEMTIER_API const char* memtier_path_name(int path);
  * "GDS unavailable (<reason>): <why>"), "gds_mode:", "hbm:" (budget, device,
  * resident bytes), "last_gds_fallback:" (path, reason key and error of the
  * latest GDS fallback, or "none") and "build_tags:". Loads libcuda once per
- * process to answer; never opens the cuFile driver. Returns MEMTIER_OK,
- * MEMTIER_ERR_INVALID_ARG (NULL ctx or buf, buf_size 0), MEMTIER_ERR_CLOSED.
- * Added in 0.2. Thread-safe. */
+ * process to answer; never opens the cuFile driver. memtier_capabilities
+ * gives the same facts as bits.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx or buf, buf_size 0)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.2. */
 MEMTIER_API int memtier_gpu_info(memtier_ctx_t* ctx, char* buf, size_t buf_size);
+
+/* Bits of memtier_capabilities: what this library can do in this process
+ * with this context, as a machine-readable companion of memtier_gpu_info's
+ * text. Bits are never renumbered; new capabilities get new bits. */
+#define MEMTIER_CAP_CPU 1        /* MEMTIER_TARGET_CPU reads (always set)      */
+#define MEMTIER_CAP_CUDA 2       /* MEMTIER_TARGET_CUDA is usable: libcuda     */
+                                 /* loaded and cuInit succeeded                */
+#define MEMTIER_CAP_GDS 4        /* GPUDirect Storage is usable: CUDA is, the  */
+                                 /* context's gds_mode is not OFF and the      */
+                                 /* cuFile driver opened                       */
+#define MEMTIER_CAP_IO_URING 8   /* readv reads uncached elements in io_uring  */
+                                 /* batches: the kernel accepts io_uring_setup */
+                                 /* and MEMTIER_IO_URING is not 0              */
+#define MEMTIER_CAP_REMOTE 16    /* s3:// and http(s):// paths (CPU target)    */
+#define MEMTIER_CAP_DISK_CACHE 32 /* the disk cache tier for remote reads is   */
+                                 /* configured (MEMTIER_DISK_CACHE_DIR set and */
+                                 /* its settings valid)                        */
+
+/* memtier_capabilities: stores in *caps_out the MEMTIER_CAP_* bits that hold
+ * for ctx now; bits this header does not define are 0. It answers from the
+ * same probes memtier_gpu_info and the reads use: it loads libcuda once per
+ * process (as memtier_gpu_info does), opens the cuFile driver only when
+ * CUDA is usable and gds_mode is not OFF (as the first GDS read would), and
+ * sets up and closes one io_uring ring the first time (as readv would).
+ * *caps_out is 0 when the call fails.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx or caps_out)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: after 0.3 (the release after 0.3.0). */
+MEMTIER_API int memtier_capabilities(memtier_ctx_t* ctx, uint64_t* caps_out);
 
 /* ===================================================================== */
 /* Objects: tensors and chunks                                            */
@@ -639,40 +720,113 @@ typedef struct memtier_tensor_info {
  * handle in *st_out (NULL on failure). Tensors are listed in data-offset order.
  * The handle remembers the file's identity: a load after the file changed
  * fails with MEMTIER_ERR_IO "changed since open" instead of returning bytes of
- * another file. Returns MEMTIER_OK, MEMTIER_ERR_FORMAT, the open errors of
- * memtier_read, MEMTIER_ERR_INVALID_ARG, MEMTIER_ERR_CLOSED. Thread-safe; the
- * handle may be used from many threads at once. */
+ * another file.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_FORMAT (the file is not valid safetensors; see above)
+ *   MEMTIER_ERR_NOT_FOUND, MEMTIER_ERR_PERMISSION, MEMTIER_ERR_IS_DIR,
+ *     MEMTIER_ERR_NOT_REGULAR, MEMTIER_ERR_IO (the open errors of
+ *     memtier_read)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, path or st_out)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context; the handle may be
+ *   used from many threads at once.
+ * Since: 0.1. */
 MEMTIER_API int memtier_safetensors_open(memtier_ctx_t* ctx, const char* path,
                                          memtier_safetensors_t** st_out);
 
 /* memtier_safetensors_close: frees st (its info pointers become invalid).
- * close(NULL) returns MEMTIER_OK; a second close returns MEMTIER_ERR_CLOSED.
  * memtier_finalize closes the handles of its context: later calls with them,
- * close included, return MEMTIER_ERR_CLOSED. */
+ * close included, return MEMTIER_ERR_CLOSED.
+ * Returns:
+ *   MEMTIER_OK (also for close(NULL))
+ *   MEMTIER_ERR_CLOSED (a second close, or the context was finalized)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from any thread; st must not be used by other threads
+ *   once close is called.
+ * Since: 0.1. */
 MEMTIER_API int memtier_safetensors_close(memtier_safetensors_t* st);
 
-/* memtier_safetensors_count: number of tensors in *count_out. */
+/* memtier_safetensors_count: stores the number of tensors in *count_out.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL st or count_out)
+ *   MEMTIER_ERR_CLOSED (closed or unknown st)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_safetensors_count(memtier_safetensors_t* st, size_t* count_out);
 
 /* memtier_safetensors_get: fills *info for tensor index (0 <= index < count);
- * MEMTIER_ERR_INVALID_ARG for an index out of range. */
+ * memtier_safetensors_get_sized(st, index, info, sizeof(memtier_tensor_info_t)).
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL st or info, index out of range)
+ *   MEMTIER_ERR_CLOSED (closed or unknown st)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_safetensors_get(memtier_safetensors_t* st, size_t index,
                                         memtier_tensor_info_t* info);
 
-/* memtier_safetensors_find: the index of the tensor named name (name_len bytes)
- * in *index_out; MEMTIER_ERR_NOT_FOUND if there is none. */
+/* memtier_safetensors_get_sized: memtier_safetensors_get that writes
+ * min(info_size, the library's sizeof(memtier_tensor_info_t)) bytes of *info
+ * and never past them (the output growth rule); memtier_safetensors_get(st,
+ * index, info) is memtier_safetensors_get_sized(st, index, info,
+ * sizeof(memtier_tensor_info_t)).
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL st or info, info_size 0, index out of
+ *     range)
+ *   MEMTIER_ERR_CLOSED (closed or unknown st)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: after 0.3 (the release after 0.3.0). */
+MEMTIER_API int memtier_safetensors_get_sized(memtier_safetensors_t* st, size_t index,
+                                              memtier_tensor_info_t* info, size_t info_size);
+
+/* memtier_safetensors_find: stores the index of the tensor named name
+ * (name_len bytes) in *index_out.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_NOT_FOUND (no tensor has that name)
+ *   MEMTIER_ERR_INVALID_ARG (NULL st or index_out, NULL name with name_len > 0)
+ *   MEMTIER_ERR_CLOSED (closed or unknown st)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_safetensors_find(memtier_safetensors_t* st, const char* name,
                                          size_t name_len, size_t* index_out);
 
 /* memtier_safetensors_metadata: the index-th "__metadata__" entry (sorted by
  * key); *key_out and *value_out are NUL-terminated and valid until close.
- * MEMTIER_ERR_EOF when index >= the number of entries (so a loop from 0 ends). */
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_EOF (index >= the number of entries, so a loop from 0 ends;
+ *     not counted in stats.errors)
+ *   MEMTIER_ERR_INVALID_ARG (NULL st, key_out or value_out)
+ *   MEMTIER_ERR_CLOSED (closed or unknown st)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_safetensors_metadata(memtier_safetensors_t* st, size_t index,
                                              const char** key_out, const char** value_out);
 
 /* memtier_safetensors_load: reads tensor index's payload into dst, which holds
- * dst_size bytes; dst_size must be at least the tensor's nbytes
- * (MEMTIER_ERR_INVALID_ARG otherwise, nothing written). */
+ * dst_size bytes; dst_size must be at least the tensor's nbytes (nothing is
+ * written otherwise). target is as in memtier_read.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL st, index out of range, NULL dst for a
+ *     tensor of nbytes > 0, dst_size < nbytes)
+ *   MEMTIER_ERR_IO (also: the file changed since open), and the other read
+ *     errors of memtier_read
+ *   MEMTIER_ERR_UNSUPPORTED (MEMTIER_TARGET_CUDA without a usable libcuda)
+ *   MEMTIER_ERR_CLOSED (closed or unknown st)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_safetensors_load(memtier_safetensors_t* st, size_t index, void* dst,
                                          uint64_t dst_size, int target);
 
@@ -680,7 +834,16 @@ MEMTIER_API int memtier_safetensors_load(memtier_safetensors_t* st, size_t index
  * into dsts[i] (nbytes of tensor i), as one memtier_load_chunks call: adjacent
  * tensors are coalesced and read in parallel. dsts has count entries. results,
  * if not NULL, gets count per-tensor results (bytes or a negative status; 0 for
- * skipped ones). Returns MEMTIER_OK or the lowest-index failure. */
+ * skipped ones).
+ * Returns:
+ *   MEMTIER_OK (every tensor read, or the file has none)
+ *   the status of the failed tensor with the lowest index (a read error of
+ *     memtier_read)
+ *   MEMTIER_ERR_INVALID_ARG (NULL st, NULL dsts for a file with tensors)
+ *   MEMTIER_ERR_CLOSED (closed or unknown st)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_safetensors_load_all(memtier_safetensors_t* st, void* const* dsts,
                                              int64_t* results, int target);
 

@@ -172,9 +172,22 @@ int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset,
     uint64_t size, const void* dst, int target, uint32_t flags,
     memtier_decision_t* out);
 
+int memtier_explain_sized(memtier_ctx_t* ctx, const char* path, uint64_t offset,
+    uint64_t size, const void* dst, int target, uint32_t flags,
+    memtier_decision_t* out, size_t out_size);
+
 const char* memtier_path_name(int path);
 
 int memtier_gpu_info(memtier_ctx_t* ctx, char* buf, size_t buf_size);
+
+#define MEMTIER_CAP_CPU 1
+#define MEMTIER_CAP_CUDA 2
+#define MEMTIER_CAP_GDS 4
+#define MEMTIER_CAP_IO_URING 8
+#define MEMTIER_CAP_REMOTE 16
+#define MEMTIER_CAP_DISK_CACHE 32
+
+int memtier_capabilities(memtier_ctx_t* ctx, uint64_t* caps_out);
 
 int memtier_load_tensor(memtier_ctx_t* ctx, const char* path, uint64_t offset,
     uint64_t nbytes, void* dst, int target);
@@ -217,6 +230,9 @@ int memtier_safetensors_count(memtier_safetensors_t* st, size_t* count_out);
 
 int memtier_safetensors_get(memtier_safetensors_t* st, size_t index,
     memtier_tensor_info_t* info);
+
+int memtier_safetensors_get_sized(memtier_safetensors_t* st, size_t index,
+    memtier_tensor_info_t* info, size_t info_size);
 
 int memtier_safetensors_find(memtier_safetensors_t* st, const char* name,
     size_t name_len, size_t* index_out);

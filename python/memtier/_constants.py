@@ -138,6 +138,14 @@ PREFETCH_TO_HBM = 1
 DEBUG_PANIC_EXPORT = 1
 DEBUG_PANIC_WORKER = 2
 
+# MEMTIER_CAP_*
+CAP_CPU = 1
+CAP_CUDA = 2
+CAP_GDS = 4
+CAP_IO_URING = 8
+CAP_REMOTE = 16
+CAP_DISK_CACHE = 32
+
 #: O_DIRECT modes by name (lower case, as the MEMTIER_* environment takes it) -> MEMTIER_DIRECT_*.
 DIRECT_MODES: Dict[str, int] = {"auto": 0, "off": 1, "always": 2, "required": 3}
 #: GPUDirect Storage modes by name (lower case, as the MEMTIER_* environment takes it) -> MEMTIER_GDS_*.

@@ -1,6 +1,11 @@
 # CheckSymbols.cmake: every function memtier.h declares (a line
-# "MEMTIER_API ... memtier_x(") must be exported by libmemtier.so, and every
-# memtier_* symbol the library exports must be declared in the header.
+# "MEMTIER_API ... memtier_x(") must be exported by libmemtier.so, every
+# memtier_* symbol the library exports must be declared in the header, and
+# the library exports nothing else: the linker version script
+# cmake/libmemtier.map keeps the cgo bridge (mtgo_*, _cgoexp_*, _cgo_*,
+# x_cgo_*, crosscall*), the C helpers (mt_*) and the Go runtime local. The
+# dynamic loader needs no exported symbol of its own from a shared library
+# (the _init/_fini entry points are DT_INIT/DT_FINI entries, not symbols).
 #   cmake -DHEADER=memtier.h -DLIBRARY=libmemtier.so -DNM=nm -P CheckSymbols.cmake
 foreach(v HEADER LIBRARY NM)
   if(NOT ${v})
@@ -29,10 +34,13 @@ if(NOT rc EQUAL 0)
 endif()
 string(REPLACE "\n" ";" _nm_lines "${_nm}")
 set(_exported)
+set(_internal)
 foreach(line IN LISTS _nm_lines)
   # "<address> <type> <name>[@version]"
   if(line MATCHES "^[0-9a-fA-F]* *[A-Za-z] (memtier_[A-Za-z0-9_]*)(@.*)?$")
     list(APPEND _exported "${CMAKE_MATCH_1}")
+  elseif(line MATCHES "^[0-9a-fA-F]* *[A-Za-z] ([^ ]+)$")
+    list(APPEND _internal "${CMAKE_MATCH_1}")
   endif()
 endforeach()
 list(REMOVE_DUPLICATES _exported)
@@ -60,7 +68,15 @@ if(_extra)
   message(SEND_ERROR "exported by libmemtier.so but not declared in memtier.h:\n  ${_t}")
   set(_fail TRUE)
 endif()
+if(_internal)
+  list(REMOVE_DUPLICATES _internal)
+  list(LENGTH _internal _ni)
+  list(JOIN _internal "\n  " _t)
+  message(SEND_ERROR "libmemtier.so exports ${_ni} symbols that are not memtier_* "
+    "(is cmake/libmemtier.map passed to the linker?):\n  ${_t}")
+  set(_fail TRUE)
+endif()
 if(_fail)
   message(FATAL_ERROR "header and library exports differ")
 endif()
-message(STATUS "symbols: header and exports match")
+message(STATUS "symbols: header and exports match; nothing but memtier_* is exported")

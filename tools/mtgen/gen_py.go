@@ -68,7 +68,7 @@ from typing import Dict, Tuple
 		fmt.Fprintf(&b, "READ_%s = ReadFlag.%s\n", d.Member, d.Member)
 	}
 	b.WriteString("\n")
-	for _, g := range []string{"TARGET", "FRESHNESS", "DIRECT", "PATH", "GDS", "PREFETCH", "DEBUG"} {
+	for _, g := range []string{"TARGET", "FRESHNESS", "DIRECT", "PATH", "GDS", "PREFETCH", "DEBUG", "CAP"} {
 		fmt.Fprintf(&b, "# MEMTIER_%s_*\n", g)
 		for _, d := range h.Group(g) {
 			fmt.Fprintf(&b, "%s_%s = %d\n", g, d.Member, d.Value)

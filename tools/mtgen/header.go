@@ -118,7 +118,7 @@ var (
 // constants is added here on purpose.
 var defineGroups = map[string]bool{
 	"TARGET": true, "READ": true, "FRESHNESS": true, "DIRECT": true, "PATH": true,
-	"GDS": true, "PREFETCH": true, "DEBUG": true,
+	"GDS": true, "PREFETCH": true, "DEBUG": true, "CAP": true,
 }
 
 // nonConstantDefines are the #defines that are not integer constants.

@@ -15,8 +15,10 @@ var docSections = []string{"Returns:", "Thread safety:", "Since:"}
 // there without a section fails the check. The rest of the header is
 // listed here as it is converted.
 var lintedSections = map[string]bool{
-	"Status codes": true,
-	"Statistics":   true,
+	"Status codes":                  true,
+	"Cache control and path policy": true,
+	"safetensors files":             true,
+	"Statistics":                    true,
 	"End of the stable API. Testing hooks (not for production use)": true,
 }
 
