@@ -16,7 +16,7 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import _context, _dtypes, _errors, _ffi
+from .. import _context, _dtypes, _errors, _ffi, _fork
 from .._context import TARGET_CPU, TARGET_CUDA, Context, PathType, _cpath, _fname, _is_url
 from .._errors import make_error
 from . import _header
@@ -25,8 +25,8 @@ from ._errors import as_reference, invalid, missing_tensor
 
 _FRAMEWORKS = {"pt": "pt", "torch": "pt", "pytorch": "pt", "np": "np", "numpy": "np"}
 
-def ctx_of(ctx: Optional[Context]) -> Context:
-    return ctx if ctx is not None else _context.default_context()
+#: ``ctx``, or the default context when it is None: the package's one helper.
+ctx_of = _context._ctx
 
 
 def parse_device(device: Any, where: str) -> Optional[str]:
@@ -121,12 +121,6 @@ def alloc_all_device(infos: List["TensorInfo"], torch: Any, device: str) -> List
     return out
 
 
-def _close_handle(lib: Any, handle: Any, pid: int, keep: Any) -> None:
-    if pid == _context._pid_now:  # never enter the library in a fork child
-        lib.memtier_safetensors_close(handle)
-    del keep
-
-
 class Handle:
     """An open ``memtier_safetensors_t`` and the tensor table read from it."""
 
@@ -152,7 +146,8 @@ class Handle:
         if rc:
             ctx._fail(rc, where, path)
         self.h = out[0]
-        self.fin = weakref.finalize(self, _close_handle, lib, self.h, ctx._pid, ctx)
+        # closes once, on close() or collection, never in a fork child (_fork.finalizer)
+        self.fin = _fork.finalizer(self, lib.memtier_safetensors_close, self.h, ctx._pid, ctx)
         cnt = ffi.new("size_t *")
         self._check(lib.memtier_safetensors_count(self.h, cnt), where)
         info = ffi.new("memtier_tensor_info_t *")
