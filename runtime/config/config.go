@@ -123,7 +123,12 @@ type Var struct {
 	set  func(o *Options, v string) error
 }
 
-func parseSize(v string) (uint64, error) {
+// ParseSize parses a MEMTIER_* byte size: digits with an optional K, M, G, T
+// or KiB, MiB, GiB, TiB suffix (any case), all powers of 1024; KB/MB/GB are
+// refused (they could mean powers of 1000). Errors: not a size, or a size
+// that overflows 64 bits. The one parser of every MEMTIER_* size
+// (runtime/remote and runtime/diskcache use it too).
+func ParseSize(v string) (uint64, error) {
 	s := strings.TrimSpace(strings.ToUpper(v))
 	mult := uint64(1)
 	for _, suf := range []struct {
@@ -167,7 +172,7 @@ func parseBool(v string) (bool, error) {
 
 func sizeVar(name, doc string, field func(*Options) *uint64) Var {
 	return Var{name, doc, func(o *Options, v string) error {
-		n, err := parseSize(v)
+		n, err := ParseSize(v)
 		if err == nil {
 			*field(o) = n
 		}
@@ -191,7 +196,7 @@ func modeVar(name, doc string, field func(*Options) *int, list string, names map
 // Vars lists every MEMTIER_* variable in README order.
 var Vars = []Var{
 	{"MEMTIER_CACHE_BYTES", "DRAM cache budget in bytes (K/M/G suffixes); 0 turns the cache off", func(o *Options, v string) error {
-		n, err := parseSize(v)
+		n, err := ParseSize(v)
 		if err != nil {
 			return err
 		}

@@ -179,12 +179,12 @@ func isHeaderConstant(n string) bool {
 }
 
 func TestSizeAndBoolErrorsSayWhatIsAccepted(t *testing.T) {
-	if _, err := parseSize("2GB"); err == nil || !strings.Contains(err.Error(), "KB/MB/GB are refused") ||
+	if _, err := ParseSize("2GB"); err == nil || !strings.Contains(err.Error(), "KB/MB/GB are refused") ||
 		!strings.Contains(err.Error(), "GiB") {
-		t.Fatalf("parseSize(2GB): %v", err)
+		t.Fatalf("ParseSize(2GB): %v", err)
 	}
-	if n, err := parseSize("2GiB"); err != nil || n != 2<<30 {
-		t.Fatalf("parseSize(2GiB) = %d, %v", n, err)
+	if n, err := ParseSize("2GiB"); err != nil || n != 2<<30 {
+		t.Fatalf("ParseSize(2GiB) = %d, %v", n, err)
 	}
 	if _, err := parseBool("maybe"); err == nil || err.Error() != "not a boolean (1/0, true/false, yes/no, on/off)" {
 		t.Fatalf("parseBool(maybe): %v", err)

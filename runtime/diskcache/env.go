@@ -2,10 +2,9 @@ package diskcache
 
 import (
 	"fmt"
-	"math/bits"
-	"strconv"
 	"strings"
 
+	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
 )
 
@@ -30,7 +29,7 @@ func OptionsFromEnv(getenv func(string) string) (o Options, on bool, err error) 
 		return o, false, nil
 	}
 	if v := getenv(EnvBytes); strings.TrimSpace(v) != "" {
-		n, err := parseBytes(v)
+		n, err := config.ParseSize(v)
 		if err == nil && n == 0 {
 			err = fmt.Errorf("0: want a positive budget (unset %s to turn the disk cache off)", EnvDir)
 		}
@@ -40,29 +39,4 @@ func OptionsFromEnv(getenv func(string) string) (o Options, on bool, err error) 
 		o.BudgetBytes = n
 	}
 	return o, true, nil
-}
-
-// parseBytes parses digits with an optional K, M, G, T (or KiB, MiB, GiB,
-// TiB) suffix, powers of 1024, as the other MEMTIER_* sizes.
-func parseBytes(v string) (uint64, error) {
-	s := strings.ToUpper(strings.TrimSpace(v))
-	mult := uint64(1)
-suffixes:
-	for i, suf := range []string{"K", "M", "G", "T"} {
-		for _, form := range []string{suf + "IB", suf} {
-			if strings.HasSuffix(s, form) {
-				s, mult = strings.TrimSuffix(s, form), 1<<(10*(i+1))
-				break suffixes
-			}
-		}
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("not a byte size (digits with an optional K, M, G, T or KiB, MiB, GiB, TiB suffix, powers of 1024)")
-	}
-	hi, lo := bits.Mul64(n, mult)
-	if hi != 0 {
-		return 0, fmt.Errorf("byte size overflows 64 bits")
-	}
-	return lo, nil
 }

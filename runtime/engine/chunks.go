@@ -72,7 +72,7 @@ func (c *Context) LoadChunks(path string, ch []Chunk, target int) error {
 		return err
 	}
 	defer c.exit()
-	return c.loadChunks(path, ch, target, 0, nil)
+	return c.loadChunks(path, ch, target, 0, nil, chunkFlags)
 }
 
 // errChanged is the failure of a load from a handle whose file changed since
@@ -106,14 +106,10 @@ type pieceState struct {
 // loadChunks is LoadChunks without enter: want != 0 makes every chunk fail
 // with errChanged unless the file's current version ID is want; report, if
 // not nil, is called once per chunk as soon as its Result is final (from
-// worker goroutines, in completion order).
-func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, report func(int)) error {
-	return c.loadChunksFlags(path, ch, target, want, report, chunkFlags)
-}
-
-// loadChunksFlags is loadChunks with the read hints of its single chunks and
-// pieces (a run of adjacent chunks is a scan: never admitted).
-func (c *Context) loadChunksFlags(path string, ch []Chunk, target int, want uint64, report func(int), flags uint32) error {
+// worker goroutines, in completion order). flags are the read hints of its
+// single chunks and pieces (chunkFlags, or sampleFlags; a run of adjacent
+// chunks is a scan: never admitted).
+func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, report func(int), flags uint32) error {
 	c.st.Requests.Add(uint64(len(ch)))
 	l := &chunkLoad{c: c, ch: ch, fin: make([]atomic.Bool, len(ch)), report: report, flags: flags}
 	valid := make([]int, 0, len(ch))

@@ -80,7 +80,7 @@ func (c *Context) loadChunksAsync(path string, ch []Chunk, target int, want uint
 			return 0, err
 		}
 		defer c.exit()
-		err := c.loadChunks(path, ch, target, want, q.push)
+		err := c.loadChunks(path, ch, target, want, q.push, chunkFlags)
 		var n uint64
 		for i := range ch {
 			if ch[i].Err == nil {

@@ -172,7 +172,7 @@ func TestLoadChunks_PerChunkErrors(t *testing.T) {
 	if err := c.LoadChunks(path+".missing", ch, 0); code(err) != errs.NotFound || ch[0].Result != int64(errs.NotFound) {
 		t.Fatalf("missing file: %v, result %d", err, ch[0].Result)
 	}
-	if err := c.loadVersion(path, chunkSet([2]uint64{0, 10}), 0, 12345); code(err) != errs.IO {
+	if err := c.loadVersion(path, chunkSet([2]uint64{0, 10}), 0, 12345, chunkFlags); code(err) != errs.IO {
 		t.Fatalf("wrong version: %v", err)
 	}
 }

@@ -60,7 +60,7 @@ func (s *SafetensorsFile) Load(i int, dst []byte, target int) error {
 			"destination holds %d bytes, tensor %q has %d", len(dst), t.Name, n)
 	}
 	ch := []Chunk{{Off: uint64(t.Begin), Size: n, Dst: dst}}
-	return s.c.loadVersion(s.Path, ch, target, s.version)
+	return s.c.loadVersion(s.Path, ch, target, s.version, chunkFlags)
 }
 
 // LoadAll reads every tensor i whose dsts[i] is not nil into dsts[i] (which
@@ -74,7 +74,7 @@ func (s *SafetensorsFile) LoadAll(dsts [][]byte, results []int64, target int) er
 			"%d destinations and %d results for %d tensors", len(dsts), len(results), len(s.Tensors))
 	}
 	ch, groups := s.mergeContiguous(dsts, results)
-	err := s.c.loadVersion(s.Path, ch, target, s.version)
+	err := s.c.loadVersion(s.Path, ch, target, s.version, chunkFlags)
 	for k, g := range groups {
 		for _, i := range g {
 			if r := ch[k].Result; r < 0 {
@@ -125,16 +125,12 @@ func (s *SafetensorsFile) mergeContiguous(dsts [][]byte, results []int64) ([]Chu
 	return ch, groups
 }
 
-// loadVersion is LoadChunks of a handle made at file version want.
-func (c *Context) loadVersion(path string, ch []Chunk, target int, want uint64) error {
-	return c.loadVersionFlags(path, ch, target, want, chunkFlags)
-}
-
-// loadVersionFlags is loadVersion with the read hints of loadChunksFlags.
-func (c *Context) loadVersionFlags(path string, ch []Chunk, target int, want uint64, flags uint32) error {
+// loadVersion is LoadChunks of a handle made at file version want, with
+// the read hints flags (loadChunks).
+func (c *Context) loadVersion(path string, ch []Chunk, target int, want uint64, flags uint32) error {
 	if err := c.enter(); err != nil {
 		return err
 	}
 	defer c.exit()
-	return c.loadChunksFlags(path, ch, target, want, nil, flags)
+	return c.loadChunks(path, ch, target, want, nil, flags)
 }

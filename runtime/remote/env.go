@@ -1,11 +1,11 @@
 package remote
 
 import (
-	"math/bits"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
 )
 
@@ -33,8 +33,8 @@ func (o *Options) applyEnv() error {
 		return errs.New(errs.InvalidArg, "remote options", "%s=%q: %s", name, v, why)
 	}
 	if v := strings.TrimSpace(getenv(EnvPartBytes)); v != "" && o.PartBytes == 0 {
-		n, ok := parseByteSize(v)
-		if !ok || n < MinPartBytes || n > MaxPartBytes {
+		n, err := config.ParseSize(v)
+		if err != nil || n < MinPartBytes || n > MaxPartBytes {
 			return bad(EnvPartBytes, v, "want a byte size from 5M to 1G (K, M, G suffixes are powers of 1024)")
 		}
 		o.PartBytes = int64(n)
@@ -47,27 +47,4 @@ func (o *Options) applyEnv() error {
 		o.MaxConcurrency = n
 	}
 	return nil
-}
-
-// parseByteSize parses digits with an optional K, M, G, T (or KiB, MiB,
-// GiB, TiB) suffix, powers of 1024, as the other MEMTIER_* sizes.
-func parseByteSize(v string) (uint64, bool) {
-	s := strings.ToUpper(strings.TrimSpace(v))
-	mult := uint64(1)
-	for i, suf := range []string{"K", "M", "G", "T"} {
-		if t, ok := strings.CutSuffix(s, suf+"IB"); ok {
-			s, mult = t, 1<<(10*(i+1))
-			break
-		}
-		if t, ok := strings.CutSuffix(s, suf); ok {
-			s, mult = t, 1<<(10*(i+1))
-			break
-		}
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	hi, lo := bits.Mul64(n, mult)
-	return lo, hi == 0
 }

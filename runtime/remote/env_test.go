@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
 )
 
@@ -61,14 +62,14 @@ func TestEnv_BadValues(t *testing.T) {
 	}
 }
 
-func TestParseByteSize(t *testing.T) {
+func TestParseSizeForPartBytes(t *testing.T) { // the sizes MEMTIER_REMOTE_PART_BYTES takes
 	for in, want := range map[string]uint64{"0": 0, "7": 7, "1k": 1 << 10, "2KiB": 2 << 10, "3m": 3 << 20, "4GiB": 4 << 30, "1T": 1 << 40} {
-		if got, ok := parseByteSize(in); !ok || got != want {
-			t.Errorf("%q = %d %v, want %d", in, got, ok, want)
+		if got, err := config.ParseSize(in); err != nil || got != want {
+			t.Errorf("%q = %d %v, want %d", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "M", "-1", "1.5M", "99999999999999999999", "16777216T"} {
-		if got, ok := parseByteSize(in); ok {
+		if got, err := config.ParseSize(in); err == nil {
 			t.Errorf("%q = %d, want refused", in, got)
 		}
 	}
