@@ -49,6 +49,14 @@
  * (`go run ./tools/mtgen -check`, run by `go test ./...`) fails when one is
  * stale. The generator reads the regular shapes used below: one enumerator
  * or field per line, its comment after it, continued on lines of their own.
+ *
+ * Doc template: every function's comment starts "name: summary", then has
+ * "Returns:" on a line of its own with one status (or value) per line below
+ * it, each saying when, then "Thread safety:" and "Since: <version>" (or
+ * "Since: after <version>" for calls added since that release). The
+ * statuses listed are those the call itself returns; MEMTIER_ERR_INTERNAL
+ * (a recovered panic, a bug) may come from any call that enters Go and is
+ * not repeated. tools/mtgen's check fails for a function without it.
  */
 #ifndef MEMTIER_H
 #define MEMTIER_H
@@ -284,20 +292,34 @@ typedef struct memtier_config {
                                      /* trusted, in ms; 0 = default 100            */
 } memtier_config_t;
 
-/* memtier_config_default: fills *cfg with the defaults, then applies the MEMTIER_*
- * environment variables (see README). Fields set by code after this call win over
- * the environment.
- * Returns MEMTIER_OK; MEMTIER_ERR_INVALID_ARG if cfg is NULL; MEMTIER_ERR_FORMAT
- * (with memtier_last_error naming the variable) if an environment value does not
- * parse; *cfg then holds the defaults. Thread-safe. */
+/* memtier_config_default: fills *cfg with the defaults, then applies the
+ * MEMTIER_* environment variables (see README). Fields set by code after this
+ * call win over the environment. Code compiled against this header reaches
+ * memtier_config_default_sized through the macro below; the exported function
+ * of this name writes the 0.1 layout (88 bytes).
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL cfg)
+ *   MEMTIER_ERR_FORMAT (an environment value does not parse;
+ *     memtier_last_error names the variable; *cfg then holds the defaults)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from any thread (it only reads the environment).
+ * Since: 0.1. */
 MEMTIER_API int memtier_config_default(memtier_config_t* cfg);
 
 /* memtier_config_default_sized: memtier_config_default for a config struct of
  * cfg_size bytes (pass sizeof(memtier_config_t)); writes min(cfg_size, library
  * size) bytes and sets struct_size to that. The exported memtier_config_default
  * always writes the 0.1 layout (88 bytes), so FFI callers whose struct has the
- * later fields use this to get their defaults. cfg_size < 8 gives
- * MEMTIER_ERR_INVALID_ARG. */
+ * later fields use this to get their defaults.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL cfg, cfg_size < 8)
+ *   MEMTIER_ERR_FORMAT (an environment value does not parse; *cfg then
+ *     holds the defaults)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from any thread (it only reads the environment).
+ * Since: 0.1. */
 MEMTIER_API int memtier_config_default_sized(memtier_config_t* cfg, size_t cfg_size);
 
 /* Code compiled against this header gets every field of its memtier_config_t:
@@ -307,24 +329,47 @@ MEMTIER_API int memtier_config_default_sized(memtier_config_t* cfg, size_t cfg_s
 #define memtier_config_default(cfg) memtier_config_default_sized((cfg), sizeof(memtier_config_t))
 
 /* memtier_init: creates a context. cfg may be NULL (defaults + environment).
- * On success *ctx_out is a new context; on failure it is set to NULL.
- * Returns MEMTIER_OK, MEMTIER_ERR_INVALID_ARG (ctx_out NULL, struct_size too small
- * or a field out of range), MEMTIER_ERR_FORMAT (bad MEMTIER_* value),
- * MEMTIER_ERR_NOMEM, MEMTIER_ERR_UNSUPPORTED (gds_mode REQUIRED and GDS is not
- * usable: then, and only then, init loads libcuda and opens the cuFile driver;
- * otherwise init never touches CUDA). Thread-safe. */
+ * On success *ctx_out is a new context; on failure it is set to NULL. Only
+ * with gds_mode REQUIRED does init load libcuda and open the cuFile driver;
+ * otherwise it never touches CUDA.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx_out, struct_size below 8 or above
+ *     65536, a field out of range, a cache_bytes above the memory limit's
+ *     share: see memtier_memory_limit)
+ *   MEMTIER_ERR_FORMAT (a MEMTIER_* environment value does not parse)
+ *   MEMTIER_ERR_NOMEM (allocation failed)
+ *   MEMTIER_ERR_UNSUPPORTED (gds_mode REQUIRED and GDS is not usable)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from any thread; contexts are independent (gomaxprocs
+ *   > 0 sets the process-wide Go scheduler, the last init wins).
+ * Since: 0.1. */
 MEMTIER_API int memtier_init(const memtier_config_t* cfg, memtier_ctx_t** ctx_out);
 
 /* memtier_finalize: stops the context: queued async requests complete with
- * MEMTIER_ERR_CLOSED, running ones are waited for, descriptors are closed and the
- * cache is freed. Later calls with ctx fail with MEMTIER_ERR_CLOSED. finalize(NULL)
- * is a no-op returning MEMTIER_OK; a second finalize returns MEMTIER_ERR_CLOSED.
- * Blocks until in-flight I/O ends. Thread-safe. */
+ * MEMTIER_ERR_CLOSED, running ones are waited for, descriptors are closed, the
+ * cache is freed and the context's safetensors and dataset handles are closed.
+ * Later calls with ctx fail with MEMTIER_ERR_CLOSED. Blocks until in-flight
+ * I/O ends.
+ * Returns:
+ *   MEMTIER_OK (also for finalize(NULL), a no-op)
+ *   MEMTIER_ERR_CLOSED (a second finalize, or an unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from any thread; calls on ctx running at the same
+ *   time finish first, later ones fail with MEMTIER_ERR_CLOSED.
+ * Since: 0.1. */
 MEMTIER_API int memtier_finalize(memtier_ctx_t* ctx);
 
 /* memtier_get_config: the effective configuration of ctx (after defaults and
- * environment). Writes min(cfg_size, sizeof(memtier_config_t)) bytes of cfg.
- * Returns MEMTIER_OK, MEMTIER_ERR_INVALID_ARG, MEMTIER_ERR_CLOSED. */
+ * environment). Writes min(cfg_size, sizeof(memtier_config_t)) bytes of cfg
+ * (the output growth rule); struct_size in it is the library's size.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx or cfg)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_get_config(memtier_ctx_t* ctx, memtier_config_t* cfg, size_t cfg_size);
 
 /* memtier_memory_limit: the memory limit that bounded ctx's DRAM cache budget,
@@ -373,24 +418,36 @@ MEMTIER_API int memtier_memory_limit(memtier_ctx_t* ctx, uint64_t* bytes_out, ch
  * or http(s)://host/path, read with ranged GETs in parallel parts pinned to
  * the object's ETag; remote bytes fill the DRAM cache like local ones, and
  * freshness STRICT revalidates the object (one conditional GET) per call.
- * Returns MEMTIER_OK when all size bytes were written to dst;
- * MEMTIER_ERR_EOF if offset + size is past end of file (dst is then not written
- * beyond what the file holds, and its content is unspecified in that range);
- * MEMTIER_ERR_INVALID_ARG (NULL ctx/path/dst, offset + size above 2^63 - 1);
- * MEMTIER_ERR_NOT_FOUND, MEMTIER_ERR_PERMISSION, MEMTIER_ERR_IS_DIR,
- * MEMTIER_ERR_NOT_REGULAR (device, FIFO, procfs/sysfs file),
- * MEMTIER_ERR_IO (also EFAULT: dst is not writable memory of size bytes),
- * MEMTIER_ERR_IO (also a failed CUDA copy or cuFile read), MEMTIER_ERR_DIRECT_IO,
- * MEMTIER_ERR_UNSUPPORTED (CUDA target in a CPU build or without a usable
- * libcuda; memtier_last_error says why), MEMTIER_ERR_CLOSED, MEMTIER_ERR_NOMEM
- * (also: device memory or pinned staging memory exhausted).
  * Blocks until done; large reads are split into tasks run in parallel.
- * Thread-safe. */
+ * Returns:
+ *   MEMTIER_OK (all size bytes were written to dst)
+ *   MEMTIER_ERR_EOF (offset + size is past end of file; dst is then not
+ *     written beyond what the file holds, its content in the range unspecified)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx or path, NULL dst with size > 0,
+ *     offset + size above 2^63 - 1, unknown target, a host dst for CUDA)
+ *   MEMTIER_ERR_NOT_FOUND (no such file or object)
+ *   MEMTIER_ERR_PERMISSION (open refused: EACCES/EPERM; HTTP 401/403)
+ *   MEMTIER_ERR_IS_DIR (path is a directory)
+ *   MEMTIER_ERR_NOT_REGULAR (device, FIFO, socket, procfs/sysfs file)
+ *   MEMTIER_ERR_IO (any other I/O error; also EFAULT: dst is not writable
+ *     memory of size bytes; a failed CUDA copy or cuFile read)
+ *   MEMTIER_ERR_DIRECT_IO (direct_mode REQUIRED and O_DIRECT refused)
+ *   MEMTIER_ERR_UNSUPPORTED (CUDA target without a usable libcuda, or a URL
+ *     with the CUDA target; memtier_last_error says why)
+ *   MEMTIER_ERR_NOMEM (also: device memory or pinned staging memory exhausted)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_read(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                              uint64_t size, void* dst, int target);
 
 /* memtier_read_ex: memtier_read with per-call hints (MEMTIER_READ_* flags).
- * Unknown flag bits give MEMTIER_ERR_INVALID_ARG. */
+ * Returns:
+ *   MEMTIER_OK, and the statuses of memtier_read
+ *   MEMTIER_ERR_INVALID_ARG (also: unknown flag bits)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_read_ex(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                 uint64_t size, void* dst, int target, uint32_t flags);
 
@@ -408,19 +465,31 @@ typedef struct memtier_iovec {
  * coalesced into one read (gaps are never filled: no read amplification beyond a
  * cache block) and served in parallel. Each element gets its own result; one bad
  * element does not affect the others. path may be NULL if every element has one.
- * Returns MEMTIER_OK if every element succeeded, else the status of the failed
- * element with the lowest index (MEMTIER_ERR_INVALID_ARG for a NULL ctx or iov
- * with n > 0; then no element is touched). With MEMTIER_TARGET_CUDA every dst is
- * device memory and elements are read one by one, io_threads at a time (no
- * coalescing: a device range cannot be scattered from one host read). Thread-safe. */
+ * With MEMTIER_TARGET_CUDA every dst is device memory and elements are read one
+ * by one, io_threads at a time (no coalescing: a device range cannot be
+ * scattered from one host read). n = 0 succeeds at once.
+ * Returns:
+ *   MEMTIER_OK (every element succeeded)
+ *   the status of the failed element with the lowest index (a status of
+ *     memtier_read; its result field holds it too)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, NULL iov with n > 0, n above 2^24:
+ *     then no element is touched)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context; iov belongs to the
+ *   call until it returns.
+ * Since: 0.1. */
 MEMTIER_API int memtier_readv(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
                               size_t n, int target);
 
 /* memtier_readv_ex: memtier_readv with per-call hints for every element
  * (MEMTIER_READ_*; today MEMTIER_READ_IMMUTABLE is the one readv uses: no
- * freshness syscall for files already open). Unknown flag bits give
- * MEMTIER_ERR_INVALID_ARG for every element. Returns as memtier_readv.
- * Thread-safe. Since 0.3. */
+ * freshness syscall for files already open).
+ * Returns:
+ *   MEMTIER_OK, and the statuses of memtier_readv
+ *   MEMTIER_ERR_INVALID_ARG (also: unknown flag bits, given to every element)
+ * Thread safety: as memtier_readv.
+ * Since: 0.3. */
 MEMTIER_API int memtier_readv_ex(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
                                  size_t n, int target, uint32_t flags);
 
@@ -442,45 +511,99 @@ typedef struct memtier_prefetch_opts {
 
 /* memtier_prefetch: reads [offset, offset + size) of path into the DRAM cache and
  * returns when it is resident. A range past end of file is clipped to the file.
- * size 0 means "to end of file". Fails with MEMTIER_ERR_UNSUPPORTED if the cache is
- * disabled or TO_HBM is asked in a CPU build. Ranges larger than the cache budget
- * keep the last budget's worth. opts may be NULL. Thread-safe.
+ * size 0 means "to end of file". Ranges larger than the cache budget keep the
+ * last budget's worth. opts may be NULL.
  * With MEMTIER_PREFETCH_TO_HBM (or MEMTIER_PREFETCH_TO_HBM=1 in the environment
  * for every prefetch) the range goes into the HBM cache instead, in whole 2 MiB
  * blocks (the DRAM cache is not needed); later MEMTIER_TARGET_CUDA reads of it
  * on the same device are device-to-device copies (stats hbm_hit_*). CPU reads
- * never use the HBM cache. A file that changes is re-read, never served stale. */
+ * never use the HBM cache. A file that changes is re-read, never served stale.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx or path, opts->struct_size below 8,
+ *     unknown opts->flags bits)
+ *   MEMTIER_ERR_UNSUPPORTED (the DRAM cache is off; TO_HBM without a usable
+ *     CUDA backend or with the HBM tier off)
+ *   MEMTIER_ERR_NOT_FOUND, MEMTIER_ERR_PERMISSION, MEMTIER_ERR_IS_DIR,
+ *     MEMTIER_ERR_NOT_REGULAR, MEMTIER_ERR_IO, MEMTIER_ERR_NOMEM (the open
+ *     and read errors of memtier_read)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_prefetch(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                  uint64_t size, const memtier_prefetch_opts_t* opts);
 
-/* memtier_prefetch_async: memtier_prefetch that returns at once with a request in
- * *req_out (NULL on failure). Argument errors are returned directly; I/O errors are
- * reported by memtier_request_wait. Release the request with memtier_request_release. */
+/* memtier_prefetch_async: memtier_prefetch that returns at once with a request
+ * in *req_out (NULL on failure). Argument errors are returned directly; I/O
+ * errors are reported by memtier_request_wait. Release the request with
+ * memtier_request_release.
+ * Returns:
+ *   MEMTIER_OK (the request is queued)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, path or req_out, a bad opts)
+ *   MEMTIER_ERR_UNSUPPORTED (as memtier_prefetch, when known at once)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_prefetch_async(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                        uint64_t size, const memtier_prefetch_opts_t* opts,
                                        memtier_request_t** req_out);
 
 /* memtier_read_async: memtier_read_ex that returns at once with a request in
- * *req_out. dst must stay valid until the request completes. */
+ * *req_out (NULL on failure). dst must stay valid until the request completes.
+ * Argument errors are returned directly; I/O errors are reported by
+ * memtier_request_wait. Release the request with memtier_request_release.
+ * Returns:
+ *   MEMTIER_OK (the request is queued)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, path or req_out, NULL dst with
+ *     size > 0; for the CPU target also unknown flag bits and offset + size
+ *     above 2^63 - 1: other read errors come from memtier_request_wait)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_read_async(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                    uint64_t size, void* dst, int target, uint32_t flags,
                                    memtier_request_t** req_out);
 
 /* memtier_request_wait: waits up to timeout_ns nanoseconds (negative = forever,
- * 0 = do not wait) for req. On completion returns the request's status and, if
- * nbytes_out is not NULL, the bytes it moved. Returns MEMTIER_ERR_TIMEOUT if it is
- * still running, MEMTIER_ERR_CLOSED if req was released or its context finalized,
- * MEMTIER_ERR_INVALID_ARG for NULL. Thread-safe. */
+ * 0 = do not wait) for req. On completion, if nbytes_out is not NULL, stores
+ * the bytes the request moved there.
+ * Returns:
+ *   the request's own status on completion (MEMTIER_OK or a status of the
+ *     call it stands for)
+ *   MEMTIER_ERR_TIMEOUT (still running after timeout_ns)
+ *   MEMTIER_ERR_INVALID_ARG (NULL req)
+ *   MEMTIER_ERR_CLOSED (req released or unknown, or its context finalized;
+ *     also the request's status when finalize cancelled it before it ran)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one request.
+ * Since: 0.1. */
 MEMTIER_API int memtier_request_wait(memtier_request_t* req, int64_t timeout_ns,
                                      uint64_t* nbytes_out);
 
-/* memtier_request_test: like wait with timeout 0, but a running request gives
- * MEMTIER_ERR_BUSY. */
+/* memtier_request_test: memtier_request_wait with timeout 0, where a running
+ * request gives MEMTIER_ERR_BUSY (no memtier_last_error text).
+ * Returns:
+ *   the request's own status on completion
+ *   MEMTIER_ERR_BUSY (still running)
+ *   MEMTIER_ERR_INVALID_ARG (NULL req)
+ *   MEMTIER_ERR_CLOSED (req released or unknown)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one request.
+ * Since: 0.1. */
 MEMTIER_API int memtier_request_test(memtier_request_t* req, uint64_t* nbytes_out);
 
-/* memtier_request_release: frees req. A request still running is waited for first
- * (it may write to its dst until then). Returns MEMTIER_OK, or MEMTIER_ERR_CLOSED
- * for an unknown or already released request. release(NULL) returns MEMTIER_OK. */
+/* memtier_request_release: frees req. A request still running is waited for
+ * first (it may write to its dst until then).
+ * Returns:
+ *   MEMTIER_OK (also for release(NULL))
+ *   MEMTIER_ERR_CLOSED (unknown or already released request)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from any thread; req must not be used by other threads
+ *   once release is called.
+ * Since: 0.1. */
 MEMTIER_API int memtier_request_release(memtier_request_t* req);
 
 /* ===================================================================== */
@@ -625,8 +748,13 @@ MEMTIER_API int memtier_capabilities(memtier_ctx_t* ctx, uint64_t* caps_out);
 /* memtier_load_tensor: reads one tensor payload (model weights, a checkpoint
  * tensor) of nbytes bytes at byte offset of path into dst. The same as
  * memtier_read_ex with MEMTIER_READ_ONCE when nbytes is at least the cache's
- * admission limit (a checkpoint is read once), else default hints. Same
- * statuses as memtier_read. Thread-safe. */
+ * admission limit (a checkpoint is read once), else default hints.
+ * Returns:
+ *   MEMTIER_OK, and the statuses of memtier_read
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx or path, NULL dst with nbytes > 0,
+ *     nbytes above 2^63 - 1)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_load_tensor(memtier_ctx_t* ctx, const char* path, uint64_t offset,
                                     uint64_t nbytes, void* dst, int target);
 
@@ -650,22 +778,38 @@ typedef struct memtier_chunk {
  * EOF, NULL dst) does not affect the others. Nothing is staged beyond the
  * bounded in-flight memory (max_inflight_mib): the bytes go straight into the
  * callers' buffers. Overlapping chunks are allowed (each gets its bytes).
- * Returns MEMTIER_OK if every chunk succeeded, else the status of the failed
- * chunk with the lowest index; MEMTIER_ERR_INVALID_ARG for NULL ctx, path or
- * chunks with n > 0 (no chunk touched). With MEMTIER_TARGET_CUDA every dst is
- * device memory; the file is opened once and each chunk is read on its own
- * (see memtier_read), io_threads at a time. Thread-safe. */
+ * With MEMTIER_TARGET_CUDA every dst is device memory; the file is opened once
+ * and each chunk is read on its own (see memtier_read), io_threads at a time.
+ * Returns:
+ *   MEMTIER_OK (every chunk succeeded, or n = 0)
+ *   the status of the failed chunk with the lowest index (a status of
+ *     memtier_read; its result field holds it too)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx or path, NULL chunks with n > 0, n
+ *     above 2^24: then no chunk is touched)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context; chunks belongs to
+ *   the call until it returns.
+ * Since: 0.1. */
 MEMTIER_API int memtier_load_chunks(memtier_ctx_t* ctx, const char* path, memtier_chunk_t* chunks,
                                     size_t n, int target);
 
 /* memtier_load_chunks_async: the streaming form of memtier_load_chunks. It
- * returns at once with a request in *req_out; the chunks array and every dst
- * must stay valid until the request completes. Take finished chunks, in the
- * order they finish, with memtier_request_next: a caller can work on chunk i
- * while later ones are still being read. memtier_request_wait waits for all of
- * them (its status is memtier_load_chunks's; nbytes counts successful bytes).
- * Argument errors are returned directly and *req_out is NULL. Release the
- * request with memtier_request_release. Thread-safe. */
+ * returns at once with a request in *req_out (NULL on failure); the chunks
+ * array and every dst must stay valid until the request completes. Take
+ * finished chunks, in the order they finish, with memtier_request_next: a
+ * caller can work on chunk i while later ones are still being read.
+ * memtier_request_wait waits for all of them (its status is
+ * memtier_load_chunks's; nbytes counts successful bytes). Release the request
+ * with memtier_request_release.
+ * Returns:
+ *   MEMTIER_OK (the request is queued)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, path or req_out, NULL chunks with
+ *     n > 0, n above 2^24)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context.
+ * Since: 0.1. */
 MEMTIER_API int memtier_load_chunks_async(memtier_ctx_t* ctx, const char* path,
                                           memtier_chunk_t* chunks, size_t n, int target,
                                           memtier_request_t** req_out);
@@ -674,10 +818,18 @@ MEMTIER_API int memtier_load_chunks_async(memtier_ctx_t* ctx, const char* path,
  * 0 = do not wait) for a chunk of a memtier_load_chunks_async request that has
  * not been reported yet, and stores its index in *index_out; that chunk's result
  * field is then final and its dst filled. Each chunk is reported exactly once.
- * Returns MEMTIER_OK; MEMTIER_ERR_EOF when every chunk has been reported;
- * MEMTIER_ERR_TIMEOUT if none finished in time; MEMTIER_ERR_INVALID_ARG for
- * NULL or a request that is not a chunk request; MEMTIER_ERR_CLOSED for a
- * released request. One consumer at a time per request. */
+ * None of its statuses is counted in stats.errors.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_EOF (every chunk has been reported)
+ *   MEMTIER_ERR_TIMEOUT (none finished in time)
+ *   MEMTIER_ERR_INVALID_ARG (NULL req or index_out, a request that is not a
+ *     chunk request)
+ *   MEMTIER_ERR_CLOSED (released or unknown request)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: meant for one consumer at a time per request; concurrent
+ *   callers never get the same index.
+ * Since: 0.1. */
 MEMTIER_API int memtier_request_next(memtier_request_t* req, int64_t timeout_ns, size_t* index_out);
 
 /* ===================================================================== */
@@ -866,41 +1018,108 @@ MEMTIER_API int memtier_safetensors_load_all(memtier_safetensors_t* st, void* co
  * after the file changed fails with MEMTIER_ERR_IO "changed since open". */
 typedef struct memtier_dataset memtier_dataset_t;
 
-/* memtier_dataset_open: a packed dataset of data_path described by index_path.
- * Returns MEMTIER_OK, MEMTIER_ERR_FORMAT (an index that does not parse or has
- * a record past the data file's end), the open errors of memtier_read,
- * MEMTIER_ERR_INVALID_ARG, MEMTIER_ERR_CLOSED. Thread-safe. */
+/* memtier_dataset_open: a packed dataset of data_path described by index_path,
+ * in *ds_out (NULL on failure).
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_FORMAT (an index that does not parse or has a record past
+ *     the data file's end)
+ *   MEMTIER_ERR_NOT_FOUND, MEMTIER_ERR_PERMISSION, MEMTIER_ERR_IS_DIR,
+ *     MEMTIER_ERR_NOT_REGULAR, MEMTIER_ERR_IO (the open errors of
+ *     memtier_read, for either file)
+ *   MEMTIER_ERR_NOMEM (allocation failed)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, data_path, index_path or ds_out)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one context; the handle may be
+ *   used from many threads at once.
+ * Since: 0.1. */
 MEMTIER_API int memtier_dataset_open(memtier_ctx_t* ctx, const char* data_path,
                                      const char* index_path, memtier_dataset_t** ds_out);
 
-/* memtier_dataset_open_tar: a tar shard (see above). */
+/* memtier_dataset_open_tar: a tar shard (see above) in *ds_out (NULL on
+ * failure).
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_FORMAT (not a tar archive MemTier reads: malformed or
+ *     truncated headers, a compressed shard, which the message names)
+ *   MEMTIER_ERR_NOT_FOUND, MEMTIER_ERR_PERMISSION, MEMTIER_ERR_IS_DIR,
+ *     MEMTIER_ERR_NOT_REGULAR, MEMTIER_ERR_IO (the open errors of
+ *     memtier_read)
+ *   MEMTIER_ERR_NOMEM (allocation failed)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx, tar_path or ds_out)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: as memtier_dataset_open.
+ * Since: 0.1. */
 MEMTIER_API int memtier_dataset_open_tar(memtier_ctx_t* ctx, const char* tar_path,
                                          memtier_dataset_t** ds_out);
 
-/* memtier_dataset_close: frees ds. close(NULL) returns MEMTIER_OK; a second
- * close returns MEMTIER_ERR_CLOSED. memtier_finalize closes the handles of its
- * context, as for safetensors files. */
+/* memtier_dataset_close: frees ds (its name pointers become invalid).
+ * memtier_finalize closes the handles of its context, as for safetensors files.
+ * Returns:
+ *   MEMTIER_OK (also for close(NULL))
+ *   MEMTIER_ERR_CLOSED (a second close, or the context was finalized)
+ *   MEMTIER_ERR_INVALID_ARG (ds is a handle of another kind)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from any thread; ds must not be used by other threads
+ *   once close is called.
+ * Since: 0.1. */
 MEMTIER_API int memtier_dataset_close(memtier_dataset_t* ds);
 
-/* memtier_dataset_count: number of samples in *count_out. */
+/* memtier_dataset_count: stores the number of samples in *count_out.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ds or count_out, a handle of another kind)
+ *   MEMTIER_ERR_CLOSED (closed or unknown ds)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_dataset_count(memtier_dataset_t* ds, uint64_t* count_out);
 
 /* memtier_dataset_sample: the byte range of sample index in the data file
  * (offset_out, size_out may be NULL) and, for tar shards, its member name in
  * *name_out (NUL-terminated, valid until close; "" for packed datasets; may be
- * NULL). MEMTIER_ERR_INVALID_ARG for an index out of range. */
+ * NULL).
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ds, index out of range, a handle of
+ *     another kind)
+ *   MEMTIER_ERR_CLOSED (closed or unknown ds)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_dataset_sample(memtier_dataset_t* ds, uint64_t index, uint64_t* offset_out,
                                        uint64_t* size_out, const char** name_out);
 
-/* memtier_dataset_read: reads sample index into dst of dst_size bytes
- * (dst_size >= the sample's size, else MEMTIER_ERR_INVALID_ARG). */
+/* memtier_dataset_read: reads sample index into dst of dst_size bytes; target
+ * is as in memtier_read.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ds, index out of range, NULL dst for a
+ *     non-empty sample, dst_size below the sample's size)
+ *   MEMTIER_ERR_IO (also: the data file changed since open), and the other
+ *     read errors of memtier_read
+ *   MEMTIER_ERR_CLOSED (closed or unknown ds)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_dataset_read(memtier_dataset_t* ds, uint64_t index, void* dst,
                                      uint64_t dst_size, int target);
 
 /* memtier_dataset_read_batch: reads samples indices[0..n) into dsts[0..n) (each
- * at least that sample's size) as one vectored read. results[i] (required)
- * gets bytes read or a negative status. Returns MEMTIER_OK or the lowest-index
- * failure. */
+ * at least that sample's size) as one vectored read. results[i] gets bytes read
+ * or a negative status. n = 0 succeeds at once.
+ * Returns:
+ *   MEMTIER_OK (every sample read)
+ *   the status of the failed sample with the lowest index (an index out of
+ *     range is MEMTIER_ERR_INVALID_ARG; a read error of memtier_read)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ds; NULL indices, dsts or results with
+ *     n > 0; n above 2^24)
+ *   MEMTIER_ERR_CLOSED (closed or unknown ds)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: 0.1. */
 MEMTIER_API int memtier_dataset_read_batch(memtier_dataset_t* ds, const uint64_t* indices,
                                            size_t n, void* const* dsts, int64_t* results,
                                            int target);

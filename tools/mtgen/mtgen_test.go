@@ -159,7 +159,9 @@ func TestMalformedHeaderNamesTheLine(t *testing.T) {
 }
 
 func TestLintNamesFunctionsMissingSections(t *testing.T) {
-	h, err := ParseHeader(strings.Replace(small, "/* Status codes  ", "/* Statistics    ", 1))
+	// Every function is linted, whatever section it is in: the small header's
+	// memtier_stats_reset sits under "Status codes" and has a summary only.
+	h, err := ParseHeader(small)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +169,34 @@ func TestLintNamesFunctionsMissingSections(t *testing.T) {
 	want := []string{"include/memtier.h:38: memtier_stats_reset: doc comment lacks Returns:, Thread safety:, Since:"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("lint\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestLintChecksEachTemplatePart(t *testing.T) {
+	good := "/* memtier_x: does x.\n * Returns:\n *   MEMTIER_OK\n *   MEMTIER_ERR_CLOSED (closed ctx)\n" +
+		" * Thread safety: safe.\n * Since: after 0.3. */"
+	cases := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"complete", good, nil},
+		{"wrong summary", strings.Replace(good, "memtier_x:", "memtier_y:", 1),
+			[]string{`a summary starting "memtier_x:"`}},
+		{"statuses on the Returns line", strings.Replace(good, "Returns:\n *   MEMTIER_OK", "Returns: MEMTIER_OK", 1),
+			[]string{`one status per line under Returns: (" *   MEMTIER_...")`}},
+		{"continuation only", strings.Replace(good, "Returns:\n *   MEMTIER_OK", "Returns:\n *     MEMTIER_OK", 1),
+			[]string{`one status per line under Returns: (" *   MEMTIER_...")`}},
+		{"no version", strings.Replace(good, "Since: after 0.3.", "Since: soon.", 1),
+			[]string{`a version after Since: ("Since: 0.3." or "Since: after 0.3.")`}},
+		{"order", strings.Replace(strings.Replace(good, " * Thread safety: safe.\n", "", 1),
+			" * Since: after 0.3. */", " * Since: 0.1.\n * Thread safety: safe. */", 1),
+			[]string{"Since: after the part before it (order: Returns:, Thread safety:, Since:)"}},
+	}
+	for _, c := range cases {
+		got := lintDoc(Function{Name: "memtier_x", Doc: c.doc})
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
 	}
 }
 
