@@ -2,7 +2,7 @@
 //
 //	go build -buildmode=c-shared -o libmemtier.so ./capi
 //
-// Boundary rules (see ../shared/GO_CSHARED.md):
+// Boundary rules (cgo's rules are at https://pkg.go.dev/cmd/cgo):
 //   - The public memtier_* functions are C, in memtier.c. Each checks the
 //     fork flag (set by a pthread_atfork child handler) and returns
 //     MEMTIER_ERR_FORKED without entering Go in a forked child; otherwise it

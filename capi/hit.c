@@ -143,7 +143,8 @@ static void mt_guard_init(void) {
     sa.sa_mask = mt_old_segv.sa_mask; /* what the chained handler expects blocked */
     sigaddset(&sa.sa_mask, SIGSEGV);
     sigaddset(&sa.sa_mask, SIGBUS);
-    /* SA_ONSTACK: the Go runtime requires it of every handler (GO_CSHARED.md 1.3). */
+    /* SA_ONSTACK: the Go runtime requires it of every handler non-Go code installs
+     * (https://pkg.go.dev/os/signal#hdr-Go_programs_that_use_cgo_or_SWIG). */
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (mt_old_segv.sa_flags & SA_RESTART);
     if (sigaction(SIGSEGV, &sa, NULL) != 0) return;
     if (sigaction(SIGBUS, &sa, NULL) != 0) {

@@ -5,7 +5,7 @@
  * only for children it starts itself through os/exec. In a c-shared library
  * that init runs inside the host process, so every child the host forks and
  * execs afterwards (DataLoader workers, subprocess, decoders) would inherit the
- * raised limit (FIELD_CASES.md N04). This constructor records the limit before
+ * raised limit (field case N04, tests/field_cases.md). This constructor records the limit before
  * the Go runtime starts: priority 101 runs before the default-priority
  * constructor that starts it (.init_array.00101 sorts before .init_array), on
  * the loading thread, so the record is the host's value. nofile.go puts it

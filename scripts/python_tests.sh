@@ -5,7 +5,7 @@
 #
 # Gets the venv python from scripts/python_env.sh (which creates the shared venv the
 # first time and installs this clone into it with `pip install -e`), then runs:
-#   1. python tests/test_python_tensor.py          (direct, as SEED.md documents)
+#   1. python tests/test_python_tensor.py          (direct, as the README's test section runs it)
 #   2. python tests/test_python_dataset.py         (direct)
 #   3. pytest tests/python tests/test_python_tensor.py tests/test_python_dataset.py   (torch)
 #   4. the same pytest run without torch: MEMTIER_PY_FORCE_NO_TORCH=1 (memtier behaves as

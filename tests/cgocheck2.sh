@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cgocheck2.sh BUILD_DIR [with-python]
 #
-# GO_CSHARED.md M3: rebuild libmemtier.so with GOEXPERIMENT=cgocheck2 (complete
-# checking of the cgo pointer-passing rules, not only the default sampled
+# Rebuild libmemtier.so with GOEXPERIMENT=cgocheck2 (complete checking of the
+# cgo pointer-passing rules, https://pkg.go.dev/cmd/cgo#hdr-Passing_pointers, not only the default sampled
 # checks) and run the C API tests, and optionally the core Python suite,
 # against it. A rule broken anywhere on those paths aborts the process. In a
 # CUDA build the library gets the build's GPU tags and the GPU tests run too,

@@ -51,7 +51,10 @@ extern "C" {
 #define MT_MIB (UINT64_C(1) << 20)
 #define MT_GIB (UINT64_C(1) << 30)
 
-/* The default directory of experiment files (SEED.md). */
+/* The default directory of experiment files: the GDS-capable mount of the
+ * machine the experiments were first run on; prepare_experiment_files falls
+ * back to ./memtier_experiments when it is not writable (--dir or
+ * MEMTIER_EXPERIMENT_DIR choose another). */
 #define MT_DEFAULT_EXPERIMENT_DIR "/mnt/gds2/cwd_test"
 
 /* ------------------------------------------------------------------ */

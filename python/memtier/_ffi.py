@@ -3,9 +3,10 @@
 Nothing here runs at ``import memtier``: the cdef is parsed and the library is
 opened on the first call that needs them, once per process. The Go runtime
 inside libmemtier.so starts threads when the library is loaded and does not
-survive ``fork()``, so a process must not load it before forking (GO_CSHARED
-section 1.1). The loaded handle is keyed by ``os.getpid()``; in a forked child
-of a process that loaded it every entry raises :class:`memtier.ForkError`.
+survive ``fork()`` (only the forking thread is copied: golang/go#15538), so a
+process must not load it before forking. The loaded handle is keyed by
+``os.getpid()``; in a forked child of a process that loaded it every entry
+raises :class:`memtier.ForkError`.
 
 Library lookup order (the first that loads wins; every failure is reported):
 

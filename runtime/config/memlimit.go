@@ -18,9 +18,10 @@ const CgroupRootVar = "MEMTIER_CGROUP_ROOT"
 // CacheLimitShareDivisor: a DRAM cache may take 1/CacheLimitShareDivisor (25%)
 // of a cgroup memory limit. The cache is anonymous memory the kernel cannot
 // reclaim, and the page cache of the same file bytes counts against the same
-// cgroup next to it (FIELD_CASES.md, N06); the rest of the limit belongs to
-// the application that the data is read for (the interpreter, torch, the
-// arrays the bytes land in). N06 proposes 25%.
+// cgroup next to it (field case N06, tests/field_cases.md); the rest of the
+// limit belongs to the application that the data is read for (the
+// interpreter, torch, the arrays the bytes land in), so a quarter is left to
+// the cache.
 const CacheLimitShareDivisor = 4
 
 // v1NoLimit: a cgroup v1 memory.limit_in_bytes at or above this (4 EiB) means

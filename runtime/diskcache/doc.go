@@ -1,5 +1,5 @@
-// Package diskcache is MemTier's disk cache tier (DESIGN.md, "Tiers and
-// sources"): blocks of remote objects kept in a local directory (e.g. an
+// Package diskcache is MemTier's disk cache tier (the tier stack is in
+// runtime/engine's doc comment): blocks of remote objects kept in a local directory (e.g. an
 // NVMe) across runs and processes, between the DRAM cache and the remote
 // source. It is off unless a directory is configured (EnvDir, EnvBytes).
 //

@@ -257,7 +257,7 @@ func (c *Context) TestHooks() bool { return c.opts.TestHooks }
 // clamped: the default is already bounded where it is made
 // (config.LimitedDefaults), so an oversized budget here is one the caller
 // chose, and a silent smaller cache would change the hit rate they planned
-// for; FIELD_CASES.md N06 accepts either. Errors: errs.InvalidArg naming the
+// for (field case N06, tests/field_cases.md, allows either). Errors: errs.InvalidArg naming the
 // limit and its source.
 func checkCacheBudget(o config.Options, lim config.MemLimit) error {
 	maxBytes := lim.CacheCap()

@@ -31,7 +31,7 @@ func fakeCgroup(t *testing.T, limit string) {
 	t.Setenv(config.CgroupRootVar, root)
 }
 
-// N06 (FIELD_CASES.md): inside a 768 MiB memory cgroup the default budget is
+// Field case N06 (tests/field_cases.md): inside a 768 MiB memory cgroup the default budget is
 // 25% of it, and an explicit 1 GiB is refused naming the limit.
 func TestNewBoundedByCgroupLimit(t *testing.T) {
 	fakeCgroup(t, "805306368")

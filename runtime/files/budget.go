@@ -15,7 +15,7 @@ import (
 // The descriptor budget is per process, shared by every Table: each context
 // (and each Python dataset's context) has its own Table, and per-table bounds
 // alone multiply with the number of contexts until the host's RLIMIT_NOFILE is
-// gone (FIELD_CASES.md N03). The budget is a share of the soft limit read at
+// gone (field case N03, tests/field_cases.md). The budget is a share of the soft limit read at
 // use, since the host may lower it at any time (setrlimit, prlimit).
 const (
 	// BudgetShare: MemTier keeps at most softLimit/BudgetShare descriptors,

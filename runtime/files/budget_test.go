@@ -268,7 +268,7 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// TestLowLimitReads is FIELD_CASES.md N03 at the table: under a soft limit of
+// TestLowLimitReads is field case N03 (tests/field_cases.md) at the table: under a soft limit of
 // 64, 1,200 reads of 200 files all succeed, MemTier holds at most 16
 // descriptors (64/4), and the host can still open files.
 func TestLowLimitReads(t *testing.T) {

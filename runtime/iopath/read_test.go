@@ -114,7 +114,7 @@ func TestReadMatrix(t *testing.T) {
 	}
 }
 
-// TestB08DirectTailAndUnaligned is FIELD_CASES B08: O_DIRECT on ext4 with
+// TestB08DirectTailAndUnaligned is field case B08 (tests/field_cases.md): O_DIRECT on ext4 with
 // the last partial block and unaligned requests, no EINVAL escaping.
 func TestB08DirectTailAndUnaligned(t *testing.T) {
 	dir := t.TempDir()
@@ -177,7 +177,7 @@ func TestB08DirectTailAndUnaligned(t *testing.T) {
 	}
 }
 
-// TestB07PastEOF is FIELD_CASES B07 at this layer: a read that runs past
+// TestB07PastEOF is field case B07 (tests/field_cases.md) at this layer: a read that runs past
 // end of file returns the bytes that exist and writes nothing else, on every
 // path; reads at or past EOF and of empty files return 0 and no error.
 func TestB07PastEOF(t *testing.T) {
@@ -240,7 +240,7 @@ func TestDirectBypassesPageCache(t *testing.T) {
 	}
 }
 
-// TestB09RefusedDirect is FIELD_CASES B09 on /dev/shm. Kernels since 6.6
+// TestB09RefusedDirect is field case B09 (tests/field_cases.md) on /dev/shm. Kernels since 6.6
 // let tmpfs accept O_DIRECT, so the refusal is also forced with
 // MarkDirectRefused to cover the fallback everywhere.
 func TestB09RefusedDirect(t *testing.T) {
@@ -308,7 +308,7 @@ func checkDirectIOError(t *testing.T, r *Reader, f *files.File, path string) {
 	g.check(t, "failed required read", 0, nil)
 }
 
-// TestB04Faults is FIELD_CASES B04: injected EINTR and short counts never
+// TestB04Faults is field case B04 (tests/field_cases.md): injected EINTR and short counts never
 // reach the caller and never change the bytes.
 func TestB04Faults(t *testing.T) {
 	const size = 16 << 20

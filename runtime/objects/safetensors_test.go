@@ -72,7 +72,7 @@ type stCase struct {
 }
 
 // stCases is every hand-built file: the rules of the parser and field cases
-// B11, B12, B13, B15 and B16 (shared/FIELD_CASES.md).
+// B11, B12, B13, B15 and B16 (tests/field_cases.md).
 func stCases() []stCase {
 	w1234 := f32s(1, 2, 3, 4)
 	return []stCase{

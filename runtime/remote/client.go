@@ -108,7 +108,9 @@ func NewClient(opts Options) (*Client, error) {
 			DialContext:       (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			ForceAttemptHTTP2: true,
 			// net/http keeps 2 idle connections per host by default
-			// (REMOTE.md A4.9): every part past 2 would dial anew.
+			// (http.DefaultMaxIdleConnsPerHost,
+			// https://pkg.go.dev/net/http#pkg-constants): every part past 2
+			// would dial anew.
 			MaxIdleConns:        4 * o.MaxConcurrency,
 			MaxIdleConnsPerHost: o.MaxConcurrency,
 			MaxConnsPerHost:     o.MaxConcurrency,

@@ -2,7 +2,7 @@
 // (s3://bucket/key, path-style against an endpoint) and behind plain HTTP(S)
 // (http://..., https://...), read as parallel ranged GETs into caller memory.
 //
-// Layering (DESIGN.md): remote sits beside source.Local at the bottom of the
+// Layering: remote sits beside source.Local at the bottom of the
 // tier stack. It knows nothing of the cache tiers, the engine or capi; it
 // imports only runtime/errs and runtime/source, plus net/http and the SigV4
 // signer github.com/aws/smithy-go/aws-http-auth (no AWS SDK). Importing it

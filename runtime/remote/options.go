@@ -18,8 +18,8 @@ const (
 	DefaultOpenBytes = 64 << 10 // bytes Open fetches and keeps (see Options.OpenBytes)
 	MaxOpenBytes     = MaxPartBytes
 	// DefaultMaxConcurrency: KvikIO is best at ~128 ranged GETs in flight
-	// per 100 Gbps node and the CRT opens 25 connections per 10 Gbps
-	// (REMOTE.md A2, A4); on versitygw over loopback every setting from 2
+	// per 100 Gbps node (https://github.com/rapidsai/kvikio/pull/978) and
+	// the AWS CRT sizes its connections from a throughput target; on versitygw over loopback every setting from 2
 	// to 64 is within the noise (BenchmarkVersitygwSweep), so the default
 	// is sized for real object stores.
 	DefaultMaxConcurrency = 64

@@ -1,7 +1,7 @@
 #!/bin/sh
 # check_elf.sh READELF OBJDUMP LIBRARY EXECUTABLE...
 #
-# ELF facts libmemtier.so must have (GO_CSHARED.md L1, W3, W4):
+# ELF facts libmemtier.so must have, for a library that hosts a Go runtime:
 #   - SONAME is libmemtier.so (Go sets none unless -Wl,-soname is passed);
 #   - FLAGS_1 has NODELETE (the Go runtime cannot be unloaded);
 #   - the PT_TLS segment is at most 0x40 bytes (the library is STATIC_TLS, and a

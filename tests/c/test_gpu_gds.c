@@ -1,6 +1,6 @@
 /*
  * Description: MEMTIER_TARGET_CUDA through GPUDirect Storage (cuFile), its
- * policy and its fallbacks (FIELD_CASES B20). ctest runs it against the test
+ * policy and its fallbacks (field case B20, tests/field_cases.md). ctest runs it against the test
  * doubles of tests/gpu_double (MEMTIER_CUDA_LIBRARY, MEMTIER_CUFILE_LIBRARY);
  * scripts/gpu_check.sh runs the "auto" mode against a real driver, where the
  * checks that need the doubles' switches are skipped. Every read is copied

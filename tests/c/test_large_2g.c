@@ -1,5 +1,5 @@
 /*
- * Description: FIELD_CASES B05, one request larger than 2 GiB. Linux moves at
+ * Description: field case B05 (tests/field_cases.md), one request larger than 2 GiB. Linux moves at
  * most 0x7ffff000 bytes per read/pread, so a 2,300,000,000-byte memtier_read
  * must loop over short counts. A sparse file of that size with markers
  * "HEAD0000" at 0, "EDGE1234" at 2,147,479,548 (straddling 0x7ffff000) and

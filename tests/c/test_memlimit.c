@@ -1,6 +1,6 @@
 /*
  * Description: memtier_memory_limit, the memory limit that bounded the DRAM
- * cache budget at init (FIELD_CASES.md N06; issue 11 "say so in config()").
+ * cache budget at init (field case N06, tests/field_cases.md; issue 11 "say so in config()").
  * The limit is read under MEMTIER_CGROUP_ROOT (a test-only variable that
  * points the lookup at a fake tree instead of "/"), which the library reads
  * when it loads; so the test makes two fake cgroup v2 trees in its temp

@@ -1,5 +1,5 @@
 /*
- * Description: FIELD_CASES B20 (CPU side), GPU requested on a machine without
+ * Description: field case B20 (CPU side; tests/field_cases.md), GPU requested on a machine without
  * one. ctest sets LD_LIBRARY_PATH to a build-tree directory whose
  * libcufile.so.0 and libcuda.so.1 are text files, so any dlopen of them fails.
  * memtier_init succeeds and a CPU read is byte-correct; a MEMTIER_TARGET_CUDA

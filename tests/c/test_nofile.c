@@ -1,7 +1,7 @@
 /*
  * test_nofile: loading libmemtier.so leaves the process's soft RLIMIT_NOFILE
  * as the host set it, for the process and for every child it forks and
- * execs (FIELD_CASES.md N04; Go's syscall init raises it to hard - 1 and
+ * execs (field case N04, tests/field_cases.md; Go's syscall init raises it to hard - 1 and
  * capi/nofile.go puts it back).
  *
  * The library is linked, so it loads before main runs: the test sets the soft

@@ -6,7 +6,7 @@
  * nbytes) in data order, find, metadata sorted by key then EOF, load and
  * load_all bytes, dst_size too small (INVALID_ARG, canary intact), index out
  * of range. (2) A metadata-only file. (3) Every rejection of the header
- * comment gives MEMTIER_ERR_FORMAT with a message: FIELD_CASES B12 (too
+ * comment gives MEMTIER_ERR_FORMAT with a message: field cases B12 (too
  * small, huge length, length past the file, not '{'), B13 (shape vs offsets,
  * overflow, reversed, past end), B15e, unknown dtypes, packed sub-byte sizes
  * that are not whole bytes, overlap,

@@ -1,5 +1,5 @@
 /*
- * Description: GO_CSHARED L2 / FIELD_CASES B21 (C side). libmemtier.so is a Go
+ * Description: field case B21 (C side; tests/field_cases.md). libmemtier.so is a Go
  * c-shared library marked STATIC_TLS, so dlopen() must fit its TLS block into
  * glibc's limited surplus static TLS. This program is NOT linked against
  * libmemtier: it first dlopen()s libmemtier_tls_hog.so (argv[2]; about 1 KiB

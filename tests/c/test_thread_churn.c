@@ -1,5 +1,5 @@
 /*
- * Description: GO_CSHARED T2, C threads that call into Go and exit do not leak
+ * Description: C threads that call into Go and exit do not leak
  * OS threads or memory. After memtier_init the thread count (/proc/self/task)
  * and VmRSS are taken as the baseline. Phase 1: 1000 pthreads created one after
  * another, each making one 4 KiB memtier_read, checking its bytes and exiting

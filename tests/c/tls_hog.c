@@ -1,5 +1,5 @@
 /*
- * tls_hog.c: a test-only shared library for test_static_tls (GO_CSHARED L2).
+ * tls_hog.c: a test-only shared library for test_static_tls (field case B21).
  * It holds about 1 KiB of initial-exec __thread data, so the linker marks it
  * STATIC_TLS and dlopen() must carve its TLS block out of glibc's surplus
  * static TLS (about 1664 bytes by default): after it is loaded, less than

@@ -1,4 +1,4 @@
-"""Process scenarios of MemTierDataset (FIELD_CASES B01, B02), one per interpreter.
+"""Process scenarios of MemTierDataset (field cases B01, B02 in tests/field_cases.md), one per interpreter.
 
 Usage: ``python dataset_fork_cases.py CASE WORKDIR``. Each case builds its
 files under WORKDIR, runs, prints ``OK <facts>`` and exits 0; anything else

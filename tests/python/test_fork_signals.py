@@ -1,4 +1,4 @@
-"""Fork (GO_CSHARED F1-F5, FIELD_CASES B01 Python side) and signals (B03, S4).
+"""Fork (field case B01, Python side) and signals (B03; Ctrl-C reaches Python).
 
 Every scenario runs in a fresh interpreter with a timeout: a hang fails the
 test instead of stalling the suite. Children report through their exit status

@@ -4,7 +4,8 @@ Every intra-package import counts: module level and inside functions (an
 import placed in a function to dodge a cycle is still a cycle), relative
 (``from . import x``, ``from ..x import y``) and absolute (``memtier.x``).
 Only imports under ``if TYPE_CHECKING:`` are left out: they never run.
-Issue 10 part 4 (DESIGN.md: python/memtier is a one-way import DAG).
+Issue 10 part 4: python/memtier is a one-way import DAG (_errors, _ffi,
+buffers, _tensor/_chunks, _context, the default context, __init__).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Memory limits (issue 11, part 1; FIELD_CASES.md Round 2, N05 and N06).
+"""Memory limits (issue 11, part 1; field cases N05 and N06, tests/field_cases.md).
 
 * N05: under ``RLIMIT_AS`` (``ulimit -v``) with 600 MiB of headroom the process
   never dies from a Go fatal error: the loader refuses before ``dlopen`` with
@@ -32,7 +32,7 @@ MiB = 1 << 20
 
 
 def test_headroom_message_exact():
-    # 586 MiB limit, 142 MB VmSize (FIELD_CASES.md N05, "Today")
+    # 586 MiB limit, 142 MB VmSize: the figures of the N05 report
     msg = _limits.headroom_message(600000 * 1024, 142000)
     assert msg == (
         "memtier: not loading libmemtier.so: RLIMIT_AS (ulimit -v) is 600000 kB and this "

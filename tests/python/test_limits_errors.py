@@ -1,4 +1,4 @@
-"""Resource limits and error texts (issue 11; FIELD_CASES.md Round 2, N03 and N04).
+"""Resource limits and error texts (issue 11; field cases N03 and N04, tests/field_cases.md).
 
 * N03: under a low soft RLIMIT_NOFILE, set after the library loaded, every read
   succeeds and the host can still open files (runtime/files keeps MemTier's
