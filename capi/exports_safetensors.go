@@ -23,6 +23,10 @@ type stHandle struct {
 	mem     cblock
 	tensors []stInfoC // offsets in mem, one per tensor
 	meta    [][2]uintptr
+	// metaPresent: the header has a "__metadata__" object (empty or not),
+	// which the reference safetensors returns as {} where a missing or null
+	// one is None; meta alone cannot tell them apart.
+	metaPresent bool
 }
 
 type stInfoC struct{ name, dtype, shape uintptr }
@@ -32,7 +36,7 @@ func (h *stHandle) free()         { h.mem.free() }
 
 // newSTHandle lays out the C strings and shapes of f; metadata sorted by key.
 func newSTHandle(ctx uint64, f *engine.SafetensorsFile) (*stHandle, error) {
-	h := &stHandle{ctx: ctx, f: f, tensors: make([]stInfoC, len(f.Tensors))}
+	h := &stHandle{ctx: ctx, f: f, tensors: make([]stInfoC, len(f.Tensors)), metaPresent: f.Metadata != nil}
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
 		h.tensors[i].shape = h.mem.addInt64s(t.Shape)
@@ -188,6 +192,23 @@ func mtgo_safetensors_metadata(sid C.uint64_t, index C.size_t, keyOut, valueOut 
 	*keyOut = (*C.char)(h.mem.at(m[0]))
 	*valueOut = (*C.char)(h.mem.at(m[1]))
 	return 0
+}
+
+// mtgo_safetensors_metadata_count stores the number of metadata entries and
+// whether the header has a "__metadata__" object; presentOut may be NULL.
+//
+//export mtgo_safetensors_metadata_count
+func mtgo_safetensors_metadata_count(sid C.uint64_t, countOut *C.size_t, presentOut *C.int) C.int {
+	return callObject(sid, "safetensors", func(h *stHandle) error {
+		*countOut = C.size_t(len(h.meta))
+		if presentOut != nil {
+			*presentOut = 0
+			if h.metaPresent {
+				*presentOut = 1
+			}
+		}
+		return nil
+	})
 }
 
 // mtgo_safetensors_load reads one tensor after checking the caller's destination size.

@@ -428,6 +428,15 @@ int memtier_safetensors_metadata(memtier_safetensors_t* st, size_t index, const 
     return mtgo_safetensors_metadata(MT_ID(st), index, (char**)key_out, (char**)value_out);
 }
 
+int memtier_safetensors_metadata_count(memtier_safetensors_t* st, size_t* count_out,
+                                       int* present_out) {
+    MT_GUARD();
+    if (st == NULL || count_out == NULL)
+        return mt_fail(MEMTIER_ERR_INVALID_ARG,
+                       "memtier_safetensors_metadata_count: st or count_out is NULL");
+    return mtgo_safetensors_metadata_count(MT_ID(st), count_out, present_out);
+}
+
 int memtier_safetensors_load(memtier_safetensors_t* st, size_t index, void* dst, uint64_t dst_size,
                              int target) {
     MT_GUARD();

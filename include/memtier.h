@@ -953,6 +953,8 @@ MEMTIER_API int memtier_safetensors_find(memtier_safetensors_t* st, const char* 
 
 /* memtier_safetensors_metadata: the index-th "__metadata__" entry (sorted by
  * key); *key_out and *value_out are NUL-terminated and valid until close.
+ * memtier_safetensors_metadata_count gives the number of entries and whether
+ * the header has the object at all.
  * Returns:
  *   MEMTIER_OK
  *   MEMTIER_ERR_EOF (index >= the number of entries, so a loop from 0 ends;
@@ -964,6 +966,23 @@ MEMTIER_API int memtier_safetensors_find(memtier_safetensors_t* st, const char* 
  * Since: 0.1. */
 MEMTIER_API int memtier_safetensors_metadata(memtier_safetensors_t* st, size_t index,
                                              const char** key_out, const char** value_out);
+
+/* memtier_safetensors_metadata_count: tells an empty "__metadata__" from a
+ * missing one (the reference safetensors gives {} for "__metadata__": {} and
+ * None when the key is absent or null). *count_out gets the number of
+ * entries memtier_safetensors_metadata lists (0 for both an empty and a
+ * missing object); *present_out, when present_out is not NULL, gets 1 when
+ * the header holds a "__metadata__" object (empty or not) and 0 when it has
+ * no such key or its value is null.
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL st or count_out)
+ *   MEMTIER_ERR_CLOSED (closed or unknown st)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from many threads on one handle.
+ * Since: after 0.3 (the release after 0.3.0). */
+MEMTIER_API int memtier_safetensors_metadata_count(memtier_safetensors_t* st, size_t* count_out,
+                                                   int* present_out);
 
 /* memtier_safetensors_load: reads tensor index's payload into dst, which holds
  * dst_size bytes; dst_size must be at least the tensor's nbytes (nothing is

@@ -240,6 +240,9 @@ int memtier_safetensors_find(memtier_safetensors_t* st, const char* name,
 int memtier_safetensors_metadata(memtier_safetensors_t* st, size_t index,
     const char** key_out, const char** value_out);
 
+int memtier_safetensors_metadata_count(memtier_safetensors_t* st, size_t* count_out,
+    int* present_out);
+
 int memtier_safetensors_load(memtier_safetensors_t* st, size_t index, void* dst,
     uint64_t dst_size, int target);
 

@@ -99,7 +99,7 @@ type Tensor struct {
 // Safetensors is a parsed and validated safetensors header.
 type Safetensors struct {
 	Tensors   []Tensor          // in data order (by Begin, then End, then header order)
-	Metadata  map[string]string // nil when the header has no "__metadata__"
+	Metadata  map[string]string // nil when the header has no "__metadata__" (or it is null); empty for {}
 	HeaderLen int64             // N, the JSON header length (padding included)
 	DataStart int64             // 8 + N, absolute offset of the data section
 	FileSize  int64             // DataStart + data section size

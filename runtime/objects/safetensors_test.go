@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/big"
 	"os"
@@ -737,6 +738,30 @@ func TestSafetensorsLeadingWhiteSpace(t *testing.T) {
 		}
 		if len(st.Tensors) != 1 || st.Tensors[0].Name != "a" || st.DataStart != 8+int64(len(body)) {
 			t.Fatalf("pad %q: %+v", pad, st)
+		}
+	}
+}
+
+// TestParseSafetensors_MetadataPresence is field case N01 at the parser: an
+// empty "__metadata__" object is an empty, non-nil map (the reference gives
+// {}), a missing or null one is nil (the reference gives None).
+func TestParseSafetensors_MetadataPresence(t *testing.T) {
+	cases := []struct {
+		header string
+		want   map[string]string // nil: no metadata object
+	}{
+		{`{}`, nil},
+		{`{"__metadata__":null}`, nil},
+		{`{"__metadata__":{}}`, map[string]string{}},
+		{`{"__metadata__":{"format":"pt","a":"b"}}`, map[string]string{"format": "pt", "a": "b"}},
+	}
+	for _, c := range cases {
+		s, err := stParse(stFile(stPad(c.header), nil), objects.SafetensorsLimits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.header, err)
+		}
+		if (s.Metadata == nil) != (c.want == nil) || !maps.Equal(s.Metadata, c.want) {
+			t.Errorf("%s: Metadata = %#v, want %#v", c.header, s.Metadata, c.want)
 		}
 	}
 }

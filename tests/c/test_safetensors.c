@@ -175,6 +175,43 @@ static void test_metadata_only(memtier_ctx_t* ctx) {
     MT_OK(memtier_safetensors_close(st));
 }
 
+/* Field case N01: "__metadata__": {} is present with 0 entries, a missing or
+ * null one is absent (as the reference safetensors tells {} from None). */
+static void test_metadata_count(memtier_ctx_t* ctx) {
+    static const struct {
+        const char* hdr;
+        size_t count;
+        int present;
+    } cases[] = {
+        {"{}", 0, 0},
+        {"{\"__metadata__\":null}", 0, 0},
+        {"{\"__metadata__\":{}}", 0, 1},
+        {"{\"__metadata__\":{\"format\":\"pt\",\"a\":\"b\"}}", 2, 1},
+        {"{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"__metadata__\":{}}", 0, 1},
+    };
+    const char* path = mt_path("meta_count.safetensors");
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t count = 99;
+        int present = 7;
+        int has_tensor = strstr(cases[i].hdr, "\"t\"") != NULL;
+        write_st(path, cases[i].hdr, has_tensor ? "z" : NULL, has_tensor ? 1 : 0);
+        memtier_safetensors_t* st = open_ok(ctx, path);
+        MT_OK(memtier_safetensors_metadata_count(st, &count, &present));
+        MT_EQ_U64(count, cases[i].count, cases[i].hdr);
+        MT_EQ_U64((uint64_t)present, (uint64_t)cases[i].present, cases[i].hdr);
+        count = 99;
+        MT_OK(memtier_safetensors_metadata_count(st, &count, NULL));
+        MT_EQ_U64(count, cases[i].count, "present_out NULL");
+        MT_STATUS(memtier_safetensors_metadata_count(st, NULL, &present), MEMTIER_ERR_INVALID_ARG);
+        MT_CHECK(strcmp(memtier_last_error(), "memtier_safetensors_metadata_count: st or count_out is NULL") == 0,
+                 "last_error %s", memtier_last_error());
+        MT_OK(memtier_safetensors_close(st));
+        MT_STATUS(memtier_safetensors_metadata_count(st, &count, &present), MEMTIER_ERR_CLOSED);
+    }
+    MT_STATUS(memtier_safetensors_metadata_count(NULL, NULL, NULL), MEMTIER_ERR_INVALID_ARG);
+}
+
 static void expect_format(memtier_ctx_t* ctx, const char* what, const char* path) {
     memtier_safetensors_t* st = (memtier_safetensors_t*)1;
     int rc = memtier_safetensors_open(ctx, path, &st);
@@ -391,6 +428,7 @@ int main(void) {
     memtier_ctx_t* ctx = mt_init_cfg(NULL);
     test_mixed(ctx);
     test_metadata_only(ctx);
+    test_metadata_count(ctx);
     test_rejections(ctx);
     test_subbyte(ctx);
     test_changed(ctx);

@@ -163,17 +163,15 @@ class Handle:
         meta: Dict[str, str] = {}
         k = ffi.new("const char **")
         v = ffi.new("const char **")
-        i = 0
-        while True:
-            rc = lib.memtier_safetensors_metadata(self.h, i, k, v)
-            if rc == _errors.ERR_EOF:
-                break
-            self._check(rc, where)
+        n = ffi.new("size_t *")
+        present = ffi.new("int *")
+        self._check(lib.memtier_safetensors_metadata_count(self.h, n, present), where)
+        for i in range(int(n[0])):
+            self._check(lib.memtier_safetensors_metadata(self.h, i, k, v), where)
             meta[ffi.string(k[0]).decode("utf-8", "surrogateescape")] = \
                 ffi.string(v[0]).decode("utf-8", "surrogateescape")
-            i += 1
         self.meta = meta
-        self._meta_present: Optional[bool] = True if meta else None
+        self._meta_present = bool(present[0])
 
     def _check(self, rc: int, where: str) -> None:
         if rc:
@@ -303,22 +301,9 @@ class Handle:
 
     def metadata(self, where: str) -> Optional[Dict[str, str]]:
         """The ``__metadata__`` strings; None when the header has none (absent
-        or null), ``{}`` for an empty object, as the reference. The C API lists
-        both as no entries, so for an empty list the header's JSON is read once
-        through the library and looked at (file identity checked)."""
-        if self._meta_present is None:
-            self._meta_present = self._read_meta_presence(where)
+        or null), ``{}`` for an empty object, as the reference
+        (memtier_safetensors_metadata_count tells the two apart)."""
         return dict(self.meta) if self._meta_present else None
-
-    def _read_meta_presence(self, where: str) -> bool:
-        import struct
-
-        self.check_unchanged(where)
-        head = self.ctx.read(self.path, 0, 8)
-        n = struct.unpack("<Q", head)[0]
-        text = self.ctx.read(self.path, 8, n)
-        self.check_unchanged(where)
-        return bool(_header.metadata_present(text))
 
 
 def refuse_subbyte(info: TensorInfo, where: str) -> None:

@@ -157,15 +157,3 @@ def parse_buffer(data: Any, where: str) -> Parsed:
     mv = memoryview(data).cast("B")
     n = header_length(bytes(mv[:8]), len(mv), where)
     return parse(bytes(mv[8:8 + n]), len(mv), where)
-
-
-def metadata_present(text: bytes) -> Optional[bool]:
-    """True when the header has a non-null ``__metadata__`` object, False when
-    it has none (absent or null), None when the text does not parse."""
-    try:
-        doc = json.loads(text.decode("utf-8"))
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
-        return None
-    return isinstance(doc.get("__metadata__"), dict)
