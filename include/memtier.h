@@ -1162,10 +1162,11 @@ typedef struct memtier_stats {
     uint64_t buffered_bytes;        /* bytes read with buffered pread             */
     uint64_t direct_requests;       /* requests that used O_DIRECT                */
     uint64_t direct_bytes;          /* bytes read with O_DIRECT                   */
-    uint64_t gds_requests;          /* GPU builds: GPUDirect Storage              */
-    uint64_t gds_bytes;
-    uint64_t staged_requests;       /* GPU builds: staged host-to-device          */
-    uint64_t staged_bytes;
+    uint64_t gds_requests;          /* CUDA reads that used GPUDirect Storage     */
+    uint64_t gds_bytes;             /* bytes read with GPUDirect Storage          */
+    uint64_t staged_requests;       /* CUDA reads staged through pinned host      */
+                                    /* buffers (then copied host to device)       */
+    uint64_t staged_bytes;          /* bytes read on the staged path              */
     uint64_t cache_hits;            /* cache block lookups found resident         */
     uint64_t cache_misses;          /* cache block lookups not resident           */
     uint64_t cache_evictions;       /* blocks evicted to stay within budget       */
@@ -1191,7 +1192,8 @@ typedef struct memtier_stats {
      * for bytes copied from the DRAM cache and hbm_hit_* for bytes copied from
      * the HBM cache (never buffered_* / direct_*, which count CPU reads). */
     uint64_t hbm_hit_requests;      /* CUDA reads served entirely from HBM cache  */
-    uint64_t hbm_hit_bytes;         /* bytes copied device to device from it      */
+    uint64_t hbm_hit_bytes;         /* bytes copied device to device from the HBM */
+                                    /* cache                                      */
     uint64_t hbm_inserted_bytes;    /* bytes written into the HBM cache           */
     uint64_t hbm_evictions;         /* HBM blocks evicted to stay within budget   */
     uint64_t hbm_resident_bytes;    /* bytes held by HBM cache blocks now         */
@@ -1218,12 +1220,14 @@ typedef struct memtier_stats {
      * the file on the buffered path (not held by the DRAM cache, not
      * admitted to it) with one io_uring_enter per 256 of them. */
     uint64_t readv_uring_batches;   /* io_uring submissions of readv elements     */
-    uint64_t readv_uring_reads;     /* coalesced readv ranges read through them   */
+    uint64_t readv_uring_reads;     /* coalesced readv ranges read through those  */
+                                    /* submissions                                */
     uint64_t readv_uring_fallback_off;         /* readv calls that read such  */
                                     /* elements one preadv2 each because      */
                                     /* MEMTIER_IO_URING=0                     */
-    uint64_t readv_uring_fallback_unavailable; /* ... because the kernel      */
-                                    /* refused io_uring (not built in,        */
+    uint64_t readv_uring_fallback_unavailable; /* readv calls that read such  */
+                                    /* elements one preadv2 each because the  */
+                                    /* kernel refused io_uring (not built in, */
                                     /* kernel.io_uring_disabled, seccomp)     */
     /* Added after 0.3 (memtier_stats_sized with this header's size): remote
      * objects (s3://, http(s)://) and the disk cache tier in front of them
@@ -1249,7 +1253,8 @@ typedef struct memtier_stats {
                                     /* blocks (the requested part of each)    */
     uint64_t disk_cache_miss_blocks; /* blocks not on disk (or corrupt),      */
                                     /* fetched remotely whole                 */
-    uint64_t disk_cache_miss_bytes; /* bytes fetched for them (whole blocks)  */
+    uint64_t disk_cache_miss_bytes; /* bytes fetched for the missed blocks    */
+                                    /* (whole blocks)                         */
     uint64_t disk_cache_written_bytes; /* bytes of the entries written to the */
                                     /* directory, headers included (4 KiB an  */
                                     /* entry for URLs under about 4000 bytes) */

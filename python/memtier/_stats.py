@@ -2,7 +2,7 @@
 """memtier.Stats: the counters of memtier_stats_t, one field each."""
 
 from dataclasses import asdict, dataclass
-from typing import Dict
+from typing import ClassVar, Dict
 
 
 @dataclass(frozen=True)
@@ -13,7 +13,158 @@ class Stats:
     (include/memtier.h; the README's stats table): ``*_bytes`` are bytes,
     ``*_ns`` nanoseconds, the others counts. A read larger than
     :data:`memtier.CHUNK_BYTES` counts as one request per piece.
+    :attr:`FIELDS` maps each field name to the text below.
+
+    Fields:
+        requests: read requests (read, readv element, async)
+        bytes: bytes delivered to callers
+        cache_hit_requests: requests served entirely from the cache
+        cache_hit_bytes: bytes copied out of the cache
+        buffered_requests: requests that used buffered pread
+        buffered_bytes: bytes read with buffered pread
+        direct_requests: requests that used O_DIRECT
+        direct_bytes: bytes read with O_DIRECT
+        gds_requests: CUDA reads that used GPUDirect Storage
+        gds_bytes: bytes read with GPUDirect Storage
+        staged_requests: CUDA reads staged through pinned host buffers (then
+            copied host to device)
+        staged_bytes: bytes read on the staged path
+        cache_hits: cache block lookups found resident
+        cache_misses: cache block lookups not resident
+        cache_evictions: blocks evicted to stay within budget
+        cache_resident_bytes: bytes held by cache blocks now
+        cache_budget_bytes: the configured budget
+        cache_inserted_bytes: bytes written into the cache
+        prefetch_requests: prefetch calls (sync and async)
+        prefetch_bytes: bytes those prefetches brought in
+        readv_calls: memtier_readv calls
+        coalesced_reads: reads after readv/load_chunks coalescing
+        storage_bytes: bytes read from files (all paths)
+        direct_fallbacks: O_DIRECT refused, buffered used instead
+        bounce_bytes: O_DIRECT bytes moved via bounce buffers
+        eintr_retries: preads retried after EINTR
+        short_read_retries: preads continued after a short count
+        async_requests: read, prefetch, load_chunks _async calls
+        errors: calls that returned an error
+        files_opened: descriptors opened
+        files_evicted: descriptors closed to respect the bound
+        stale_invalidations: cached files found changed (re-read)
+        hbm_hit_requests: CUDA reads served entirely from HBM cache
+        hbm_hit_bytes: bytes copied device to device from the HBM cache
+        hbm_inserted_bytes: bytes written into the HBM cache
+        hbm_evictions: HBM blocks evicted to stay within budget
+        hbm_resident_bytes: bytes held by HBM cache blocks now
+        hbm_budget_bytes: configured HBM budget (0: tier off)
+        gds_fallbacks: GDS attempts that failed and were served staged instead
+            (memtier_gpu_info: why)
+        h2d_bytes: bytes copied host to device (staged reads, DRAM-cache hits,
+            HBM fills)
+        h2d_ns: nanoseconds of those copies, file reads of the staged pipeline
+            included: delivered bandwidth = h2d_bytes / h2d_ns (GB/s)
+        staged_read_ns: nanoseconds the staged path spent reading the file into
+            pinned buffers, summed over the staging lanes a large read runs on
+            at once (the rest of a lane's time is waiting for its copies to the
+            device)
+        revalidations: freshness checks of files already open (fstat or path
+            stat; see FRESHNESS_*)
+        readv_inline_hits: readv elements copied from the DRAM cache on the
+            caller's thread (no worker hand-off)
+        readv_uring_batches: io_uring submissions of readv elements
+        readv_uring_reads: coalesced readv ranges read through those
+            submissions
+        readv_uring_fallback_off: readv calls that read such elements one
+            preadv2 each because MEMTIER_IO_URING=0
+        readv_uring_fallback_unavailable: readv calls that read such elements
+            one preadv2 each because the kernel refused io_uring (not built in,
+            kernel.io_uring_disabled, seccomp)
+        remote_requests: GETs sent: the open's (and each freshness
+            revalidation's) and one per ranged part; a retried GET counts each
+            attempt
+        remote_bytes: body bytes received from remote servers
+        remote_retries: GET attempts after a failed one
+        remote_throttles: 503 (SlowDown) and 429 answers; the client then
+            lowers its concurrency
+        disk_cache_hit_blocks: blocks served from the disk cache
+        disk_cache_hit_bytes: bytes of requests served from those blocks (the
+            requested part of each)
+        disk_cache_miss_blocks: blocks not on disk (or corrupt), fetched
+            remotely whole
+        disk_cache_miss_bytes: bytes fetched for the missed blocks (whole
+            blocks)
+        disk_cache_written_bytes: bytes of the entries written to the
+            directory, headers included (4 KiB an entry for URLs under about
+            4000 bytes)
+        disk_cache_evicted_bytes: bytes of entries this context removed to keep
+            the directory within its budget (oldest used first)
+        disk_cache_corrupt_entries: torn, truncated or corrupt entries found on
+            read: deleted, refetched, never served
+        disk_cache_inline_writes: blocks a reader wrote itself because the
+            write-behind queue was full
     """
+
+    #: Each field's meaning, from its comment in include/memtier.h, in field order.
+    FIELDS: ClassVar[Dict[str, str]] = {
+        "requests": "read requests (read, readv element, async)",
+        "bytes": "bytes delivered to callers",
+        "cache_hit_requests": "requests served entirely from the cache",
+        "cache_hit_bytes": "bytes copied out of the cache",
+        "buffered_requests": "requests that used buffered pread",
+        "buffered_bytes": "bytes read with buffered pread",
+        "direct_requests": "requests that used O_DIRECT",
+        "direct_bytes": "bytes read with O_DIRECT",
+        "gds_requests": "CUDA reads that used GPUDirect Storage",
+        "gds_bytes": "bytes read with GPUDirect Storage",
+        "staged_requests": "CUDA reads staged through pinned host buffers (then copied host to device)",
+        "staged_bytes": "bytes read on the staged path",
+        "cache_hits": "cache block lookups found resident",
+        "cache_misses": "cache block lookups not resident",
+        "cache_evictions": "blocks evicted to stay within budget",
+        "cache_resident_bytes": "bytes held by cache blocks now",
+        "cache_budget_bytes": "the configured budget",
+        "cache_inserted_bytes": "bytes written into the cache",
+        "prefetch_requests": "prefetch calls (sync and async)",
+        "prefetch_bytes": "bytes those prefetches brought in",
+        "readv_calls": "memtier_readv calls",
+        "coalesced_reads": "reads after readv/load_chunks coalescing",
+        "storage_bytes": "bytes read from files (all paths)",
+        "direct_fallbacks": "O_DIRECT refused, buffered used instead",
+        "bounce_bytes": "O_DIRECT bytes moved via bounce buffers",
+        "eintr_retries": "preads retried after EINTR",
+        "short_read_retries": "preads continued after a short count",
+        "async_requests": "read, prefetch, load_chunks _async calls",
+        "errors": "calls that returned an error",
+        "files_opened": "descriptors opened",
+        "files_evicted": "descriptors closed to respect the bound",
+        "stale_invalidations": "cached files found changed (re-read)",
+        "hbm_hit_requests": "CUDA reads served entirely from HBM cache",
+        "hbm_hit_bytes": "bytes copied device to device from the HBM cache",
+        "hbm_inserted_bytes": "bytes written into the HBM cache",
+        "hbm_evictions": "HBM blocks evicted to stay within budget",
+        "hbm_resident_bytes": "bytes held by HBM cache blocks now",
+        "hbm_budget_bytes": "configured HBM budget (0: tier off)",
+        "gds_fallbacks": "GDS attempts that failed and were served staged instead (memtier_gpu_info: why)",
+        "h2d_bytes": "bytes copied host to device (staged reads, DRAM-cache hits, HBM fills)",
+        "h2d_ns": "nanoseconds of those copies, file reads of the staged pipeline included: delivered bandwidth = h2d_bytes / h2d_ns (GB/s)",
+        "staged_read_ns": "nanoseconds the staged path spent reading the file into pinned buffers, summed over the staging lanes a large read runs on at once (the rest of a lane's time is waiting for its copies to the device)",
+        "revalidations": "freshness checks of files already open (fstat or path stat; see FRESHNESS_*)",
+        "readv_inline_hits": "readv elements copied from the DRAM cache on the caller's thread (no worker hand-off)",
+        "readv_uring_batches": "io_uring submissions of readv elements",
+        "readv_uring_reads": "coalesced readv ranges read through those submissions",
+        "readv_uring_fallback_off": "readv calls that read such elements one preadv2 each because MEMTIER_IO_URING=0",
+        "readv_uring_fallback_unavailable": "readv calls that read such elements one preadv2 each because the kernel refused io_uring (not built in, kernel.io_uring_disabled, seccomp)",
+        "remote_requests": "GETs sent: the open's (and each freshness revalidation's) and one per ranged part; a retried GET counts each attempt",
+        "remote_bytes": "body bytes received from remote servers",
+        "remote_retries": "GET attempts after a failed one",
+        "remote_throttles": "503 (SlowDown) and 429 answers; the client then lowers its concurrency",
+        "disk_cache_hit_blocks": "blocks served from the disk cache",
+        "disk_cache_hit_bytes": "bytes of requests served from those blocks (the requested part of each)",
+        "disk_cache_miss_blocks": "blocks not on disk (or corrupt), fetched remotely whole",
+        "disk_cache_miss_bytes": "bytes fetched for the missed blocks (whole blocks)",
+        "disk_cache_written_bytes": "bytes of the entries written to the directory, headers included (4 KiB an entry for URLs under about 4000 bytes)",
+        "disk_cache_evicted_bytes": "bytes of entries this context removed to keep the directory within its budget (oldest used first)",
+        "disk_cache_corrupt_entries": "torn, truncated or corrupt entries found on read: deleted, refetched, never served",
+        "disk_cache_inline_writes": "blocks a reader wrote itself because the write-behind queue was full",
+    }
 
     requests: int
     """read requests (read, readv element, async)"""
@@ -32,11 +183,13 @@ class Stats:
     direct_bytes: int
     """bytes read with O_DIRECT"""
     gds_requests: int
-    """GPU builds: GPUDirect Storage"""
+    """CUDA reads that used GPUDirect Storage"""
     gds_bytes: int
+    """bytes read with GPUDirect Storage"""
     staged_requests: int
-    """GPU builds: staged host-to-device"""
+    """CUDA reads staged through pinned host buffers (then copied host to device)"""
     staged_bytes: int
+    """bytes read on the staged path"""
     cache_hits: int
     """cache block lookups found resident"""
     cache_misses: int
@@ -80,7 +233,7 @@ class Stats:
     hbm_hit_requests: int
     """CUDA reads served entirely from HBM cache"""
     hbm_hit_bytes: int
-    """bytes copied device to device from it"""
+    """bytes copied device to device from the HBM cache"""
     hbm_inserted_bytes: int
     """bytes written into the HBM cache"""
     hbm_evictions: int
@@ -104,11 +257,11 @@ class Stats:
     readv_uring_batches: int
     """io_uring submissions of readv elements"""
     readv_uring_reads: int
-    """coalesced readv ranges read through them"""
+    """coalesced readv ranges read through those submissions"""
     readv_uring_fallback_off: int
     """readv calls that read such elements one preadv2 each because MEMTIER_IO_URING=0"""
     readv_uring_fallback_unavailable: int
-    """... because the kernel refused io_uring (not built in, kernel.io_uring_disabled, seccomp)"""
+    """readv calls that read such elements one preadv2 each because the kernel refused io_uring (not built in, kernel.io_uring_disabled, seccomp)"""
     remote_requests: int
     """GETs sent: the open's (and each freshness revalidation's) and one per ranged part; a retried GET counts each attempt"""
     remote_bytes: int
@@ -124,7 +277,7 @@ class Stats:
     disk_cache_miss_blocks: int
     """blocks not on disk (or corrupt), fetched remotely whole"""
     disk_cache_miss_bytes: int
-    """bytes fetched for them (whole blocks)"""
+    """bytes fetched for the missed blocks (whole blocks)"""
     disk_cache_written_bytes: int
     """bytes of the entries written to the directory, headers included (4 KiB an entry for URLs under about 4000 bytes)"""
     disk_cache_evicted_bytes: int

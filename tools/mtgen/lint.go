@@ -26,13 +26,25 @@ var reSince = regexp.MustCompile(`Since: (after )?[0-9]+\.[0-9]+\b`)
 // lacks a template part: a summary starting with the function's name, then
 // "Returns:" followed by at least one entry line, "Thread safety:" and
 // "Since: <version>", in that order. Every function of the header is linted,
-// the testing hooks too: there is no allow-list.
+// the testing hooks too: there is no allow-list. It also names every
+// memtier_stats_t field without a comment.
 func LintDocs(h *Header) []string {
 	var out []string
 	for _, f := range h.Funcs {
 		if missing := lintDoc(f); len(missing) > 0 {
 			out = append(out, fmt.Sprintf("include/memtier.h:%d: %s: doc comment lacks %s",
 				f.Line, f.Name, strings.Join(missing, ", ")))
+		}
+	}
+	// memtier.Stats documents each field with its header comment (pyStats).
+	st := h.Struct("memtier_stats_t")
+	if st == nil {
+		return out
+	}
+	for _, f := range st.Fields {
+		if f.Comment == "" {
+			out = append(out, fmt.Sprintf("include/memtier.h:%d: memtier_stats_t.%s: field has no comment "+
+				"(memtier.Stats and the README's stats table document every field from it)", f.Line, f.Name))
 		}
 	}
 	return out

@@ -166,9 +166,37 @@ func TestLintNamesFunctionsMissingSections(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := LintDocs(h)
-	want := []string{"include/memtier.h:38: memtier_stats_reset: doc comment lacks Returns:, Thread safety:, Since:"}
+	want := []string{"include/memtier.h:38: memtier_stats_reset: doc comment lacks Returns:, Thread safety:, Since:",
+		"include/memtier.h:34: memtier_stats_t.reserved0: field has no comment (memtier.Stats and the README's " +
+			"stats table document every field from it)"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("lint\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestPyStatsDocumentsEveryField: each memtier_stats_t field's header
+// comment (continuation lines joined) reaches memtier.Stats three ways: the
+// class docstring's Fields list that help() shows, Stats.FIELDS and the
+// attribute docstring.
+func TestPyStatsDocumentsEveryField(t *testing.T) {
+	h, err := ParseHeader(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pyStats(h)
+	for _, want := range []string{
+		"    Fields:\n        requests: read requests\n        h2d_ns: nanoseconds of copies\n" +
+			"        reserved0: (no comment in include/memtier.h)\n    \"\"\"\n",
+		"    FIELDS: ClassVar[Dict[str, str]] = {\n        \"requests\": \"read requests\",\n" +
+			"        \"h2d_ns\": \"nanoseconds of copies\",\n",
+		"    requests: int\n    \"\"\"read requests\"\"\"\n    h2d_ns: int\n    \"\"\"nanoseconds of copies\"\"\"\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("pyStats lacks\n%s\ngot\n%s", want, got)
+		}
+	}
+	if w := pyWrap("    a: ", "      ", "one two three four", 16); w != "    a: one two\n      three four\n" {
+		t.Errorf("pyWrap = %q", w)
 	}
 }
 
