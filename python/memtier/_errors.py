@@ -263,6 +263,35 @@ def make_error(
     return exc
 
 
+# errno -> status for OSErrors that Python code meets on a path, as the library
+# maps them (runtime/errs FromErrno): anything else is MEMTIER_ERR_IO.
+_OS_STATUS = {
+    _errno.ENOENT: ERR_NOT_FOUND,
+    _errno.ENOTDIR: ERR_NOT_FOUND,
+    _errno.EACCES: ERR_PERMISSION,
+    _errno.EPERM: ERR_PERMISSION,
+    _errno.EISDIR: ERR_IS_DIR,
+    _errno.ENOMEM: ERR_NOMEM,
+}
+
+
+def from_os_error(exc: OSError, prefix: str, filename: str) -> MemTierError:
+    """Build (do not raise) the MemTier error of an ``OSError`` that Python code
+    got on ``filename`` (an ``os.stat`` or ``open`` of its own), in the style of
+    the library's errors: ``[Errno N] prefix: strerror: 'filename'``, of the
+    class of the matching status (a missing file is a :class:`NotFoundError`,
+    so still a ``FileNotFoundError``). An errno with no status of its own is
+    ``MEMTIER_ERR_IO`` with the OS text and the path as detail. A MemTier
+    error is returned as it is."""
+    if isinstance(exc, MemTierError):
+        return exc
+    status = _OS_STATUS.get(exc.errno or 0, ERR_IO)
+    # A status whose class is not an OSError has no filename slot: the path
+    # goes into the message, as OSError's str() would show it.
+    detail = "" if status != ERR_IO else "%s: %r" % (exc.strerror or str(exc), filename)
+    return make_error(status, prefix, detail, strerror=STATUS_TEXTS[status], filename=filename)
+
+
 def fork_error(load_pid: int, pid: int) -> ForkError:
     """The error of a MemTier call in a process forked after ``load_pid`` loaded it."""
     return make_error(

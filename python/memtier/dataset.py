@@ -43,6 +43,30 @@ def _url_or_abspath(path: Any, is_url: Callable[[Any], bool]) -> str:
     return os.path.abspath(p)
 
 
+def _local_data_size(path: str) -> int:
+    """The size of a local data file. A missing file, a directory or a refused
+    stat raise MemTier's classes (:class:`memtier.NotFoundError`,
+    :class:`memtier.IsDirectoryError`, ..., which derive from the matching
+    built-ins), with the path and the reason, as the library's errors do."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise _errors.from_os_error(e, "MemTierDataset data file", path) from None
+    if _stat.S_ISDIR(st.st_mode):
+        raise _errors.make_error(_errors.ERR_IS_DIR, "MemTierDataset data file",
+                                 strerror=_errors.STATUS_TEXTS[_errors.ERR_IS_DIR], filename=path)
+    return int(st.st_size)
+
+
+def _local_index(path: str, data_size: int) -> np.ndarray:
+    """The parsed local index file; errors opening it as :func:`_local_data_size`
+    (a malformed index is :class:`memtier.FormatError` from the parser)."""
+    try:
+        return _index.parse_index(path, data_size)
+    except OSError as e:
+        raise _errors.from_os_error(e, "MemTierDataset index file", path) from None
+
+
 class _ProcState(_samples._ProcState):
     """What one process uses to read: its own Context, or the pread fallback
     on its own descriptor, and its pool of batch buffers."""
@@ -142,8 +166,10 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     memtier.FormatError
         The index is malformed or a range is past the end of the data file
         (the message names the text line or npy row).
-    FileNotFoundError, PermissionError, IsADirectoryError
-        The index or data file cannot be read or stat-ed.
+    memtier.NotFoundError, memtier.PermissionDeniedError, memtier.IsDirectoryError
+        The index or data file cannot be read or stat-ed; the message names
+        which file, the reason and the path (``filename``). They derive from
+        FileNotFoundError, PermissionError and IsADirectoryError.
     memtier.UnsupportedError
         A CUDA target without torch.
     ValueError, TypeError
@@ -188,11 +214,8 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         if _is_url(self._data_file) or _is_url(self._index_file):
             self._open_remote()
         else:
-            st = os.stat(self._data_file)
-            if _stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(21, "MemTierDataset: data file is a directory", self._data_file)
-            self._data_size = int(st.st_size)
-            self._ranges = _index.parse_index(self._index_file, self._data_size)
+            self._data_size = _local_data_size(self._data_file)
+            self._ranges = _local_index(self._index_file, self._data_size)
         self._ranges.setflags(write=False)
 
     def _open_remote(self) -> None:
@@ -206,15 +229,12 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         if _is_url(self._data_file):
             self._data_size = _object_size(st.ctx, self._data_file, where)
         else:
-            fst = os.stat(self._data_file)
-            if _stat.S_ISDIR(fst.st_mode):
-                raise IsADirectoryError(21, "MemTierDataset: data file is a directory", self._data_file)
-            self._data_size = int(fst.st_size)
+            self._data_size = _local_data_size(self._data_file)
         if _is_url(self._index_file):
             data = _read_object(st.ctx, self._index_file, where)
             self._ranges = _index.parse_index_bytes(data, self._data_size, path=self._index_file)
         else:
-            self._ranges = _index.parse_index(self._index_file, self._data_size)
+            self._ranges = _local_index(self._index_file, self._data_size)
 
     # ------------------------------------------------------------ properties
 
