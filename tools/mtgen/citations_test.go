@@ -120,7 +120,7 @@ func TestMissingDocumentPattern(t *testing.T) {
 			t.Errorf("%q not matched", s)
 		}
 	}
-	for _, s := range []string{"README.md", "MEMTIER_REMOTE_PART_BYTES", "tests/field_cases.md", "shared files", "MEMTIER_CAP_REMOTE"} {
+	for _, s := range []string{"README.md", "X_REMOTE_PART_BYTES", "tests/field_cases.md", "shared files", "CAP_REMOTE"} {
 		if reMissingDoc.MatchString(s) {
 			t.Errorf("%q matched", s)
 		}
