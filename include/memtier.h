@@ -525,8 +525,9 @@ typedef struct memtier_prefetch_opts {
  *   MEMTIER_ERR_UNSUPPORTED (the DRAM cache is off; TO_HBM without a usable
  *     CUDA backend or with the HBM tier off)
  *   MEMTIER_ERR_NOT_FOUND, MEMTIER_ERR_PERMISSION, MEMTIER_ERR_IS_DIR,
- *     MEMTIER_ERR_NOT_REGULAR, MEMTIER_ERR_IO, MEMTIER_ERR_NOMEM (the open
- *     and read errors of memtier_read)
+ *     MEMTIER_ERR_NOT_REGULAR, MEMTIER_ERR_IO, MEMTIER_ERR_DIRECT_IO,
+ *     MEMTIER_ERR_NOMEM (the open and read errors of memtier_read; a range
+ *     past end of file is clipped, never MEMTIER_ERR_EOF)
  *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
  *   MEMTIER_ERR_FORKED (called in a forked child)
  * Thread safety: safe from many threads on one context.
