@@ -1,4 +1,4 @@
-"""The address-space check made before libmemtier.so is loaded (field case N05, tests/field_cases.md).
+"""The address-space check made before libmemtier.so is loaded (field case N05).
 
 libmemtier.so is a Go runtime. When it starts, Go reserves address space for its
 page allocator's summaries and scavenger index, its first heap arena and the

@@ -1,7 +1,7 @@
 // Package diskcache is MemTier's disk cache tier (the tier stack is in
-// runtime/engine's doc comment): blocks of remote objects kept in a local directory (e.g. an
-// NVMe) across runs and processes, between the DRAM cache and the remote
-// source. It is off unless a directory is configured (EnvDir, EnvBytes).
+// runtime/engine's doc comment): blocks of remote objects kept in a local
+// directory (e.g. an NVMe) across runs and processes, between the DRAM cache
+// and the remote source. It is off unless a directory is configured (EnvDir, EnvBytes).
 //
 // Layering: diskcache imports runtime/remote, runtime/source and
 // runtime/errs; the engine wraps its remote.Source in a Source when a
