@@ -71,7 +71,7 @@ func configFromC(c *C.memtier_config_t, size uintptr, o *config.Options) {
 
 // fieldFromC sets *dst from the field at off when a struct of size bytes
 // holds it, and, if zeroKeeps, only when the field is not 0.
-func fieldFromC[F ~uint32 | ~uint64 | ~int32, T ~int | ~uint64](size, off uintptr, v F, dst *T, zeroKeeps bool) {
+func fieldFromC[F ~uint32 | ~uint64 | ~int32 | ~int64, T ~int | ~int64 | ~uint64](size, off uintptr, v F, dst *T, zeroKeeps bool) {
 	if !has(size, off, unsafe.Sizeof(v)) || (zeroKeeps && v == 0) {
 		return
 	}

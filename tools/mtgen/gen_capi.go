@@ -159,7 +159,7 @@ func configGo(h *Header) (string, error) {
 	b.WriteString("}\n\n")
 	b.WriteString("// fieldFromC sets *dst from the field at off when a struct of size bytes\n")
 	b.WriteString("// holds it, and, if zeroKeeps, only when the field is not 0.\n")
-	b.WriteString("func fieldFromC[F ~uint32 | ~uint64 | ~int32, T ~int | ~uint64](size, off uintptr, v F, dst *T, zeroKeeps bool) {\n")
+	b.WriteString("func fieldFromC[F ~uint32 | ~uint64 | ~int32 | ~int64, T ~int | ~int64 | ~uint64](size, off uintptr, v F, dst *T, zeroKeeps bool) {\n")
 	b.WriteString("\tif !has(size, off, unsafe.Sizeof(v)) || (zeroKeeps && v == 0) {\n\t\treturn\n\t}\n\t*dst = T(v)\n}\n")
 	return b.String(), nil
 }

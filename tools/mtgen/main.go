@@ -1,7 +1,7 @@
 // Command mtgen makes include/memtier.h the single source of the facts that
 // other files need: it reads the header and writes the Go tables of capi,
-// memtier_strerror, the Python cdef and constants, the examples' name lists
-// and the README tables (see outputs).
+// the header part of config.Options, memtier_strerror, the Python cdef and
+// constants, the examples' name lists and the README tables (see outputs).
 //
 // Usage, from the repository root:
 //
@@ -47,6 +47,7 @@ var outputs = []output{
 	{"capi/zz_status.go", plain(statusGo)},
 	{"capi/zz_stats.go", noOld(statsGo)},
 	{"capi/zz_config.go", noOld(configGo)},
+	{"runtime/config/zz_options.go", noOld(optionsGo)},
 	{"python/memtier/_cdef.py", plain(pyCdef)},
 	{"python/memtier/_constants.py", noOld(pyConstants)},
 	{"python/memtier/_stats.py", plain(pyStats)},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"go/format"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -263,5 +264,69 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	}
 	if len(stale) > 0 {
 		t.Log("run `go generate ./...` from the repository root")
+	}
+}
+
+// configHeader is small plus a memtier_config_t with one field of each
+// kind HeaderOptions maps: skipped (struct_size, reserved), a count, a bool
+// by configRules, a size with a continued comment, a goName exception, an
+// "Added in" note, a mode and an int64_t.
+const configHeader = small + `
+typedef struct memtier_config {
+    uint32_t struct_size;            /* sizeof(memtier_config_t)      */
+    uint32_t io_threads;             /* I/O worker goroutines         */
+    int32_t cache_enabled;           /* 1 (default) or 0              */
+    uint64_t cache_bytes;            /* DRAM cache budget; a comment  */
+                                     /* long enough to be wrapped at  */
+                                     /* eighty columns by the writer  */
+    uint64_t direct_threshold_bytes; /* O_DIRECT from this size       */
+    uint32_t reserved0;
+    /* Added in 0.2. */
+    int32_t gds_mode;                /* MEMTIER_GDS_*                 */
+    int64_t deadline_ns;
+} memtier_config_t;
+`
+
+// TestOptionsGoMirrorsTheConfigStruct: runtime/config/zz_options.go has one
+// field per setting of memtier_config_t, named by goName, typed from the C
+// type and configRules, documented by the header comment (wrapped), with the
+// header's "Added in" notes, gofmt'd as Generate writes it.
+func TestOptionsGoMirrorsTheConfigStruct(t *testing.T) {
+	h, err := ParseHeader(configHeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := optionsGo(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := format.Source([]byte(src))
+	if err != nil {
+		t.Fatalf("generated Go does not parse: %v\n%s", err, src)
+	}
+	if string(got) != src {
+		t.Errorf("optionsGo output is not gofmt'd:\n%s", src)
+	}
+	want := "type HeaderOptions struct {\n" +
+		"\t// io_threads: I/O worker goroutines\n\tIOThreads int\n\n" +
+		"\t// cache_enabled: 1 (default) or 0\n\tCacheEnabled bool\n\n" +
+		"\t// cache_bytes: DRAM cache budget; a comment long enough to be wrapped at\n" +
+		"\t// eighty columns by the writer\n\tCacheBytes uint64\n\n" +
+		"\t// direct_threshold_bytes: O_DIRECT from this size\n\tDirectThreshold uint64\n\n" +
+		"\t// Added in 0.2.\n\n" +
+		"\t// gds_mode: MEMTIER_GDS_*\n\tGDSMode int\n\n" +
+		"\t// deadline_ns: (no comment in include/memtier.h)\n\tDeadlineNs int64\n}\n"
+	if !strings.HasPrefix(src, "// "+genHeader+"\n\npackage config\n\n") || !strings.HasSuffix(src, want) {
+		t.Errorf("optionsGo\n got %s\nwant suffix\n%s", src, want)
+	}
+	bad, err := ParseHeader(strings.Replace(configHeader, "int64_t deadline_ns;", "double ratio;", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := optionsGo(bad); err == nil || !strings.Contains(err.Error(), "field ratio has type double") {
+		t.Errorf("a double field: err = %v, want the cgoType error naming it", err)
+	}
+	if _, err := optionsGo(&Header{}); err == nil || err.Error() != "include/memtier.h: no memtier_config_t" {
+		t.Errorf("no config struct: err = %v", err)
 	}
 }
