@@ -1,7 +1,8 @@
 // Command mtgen makes include/memtier.h the single source of the facts that
 // other files need: it reads the header and writes the Go tables of capi,
 // the header part of config.Options, memtier_strerror, the Python cdef and
-// constants, the examples' name lists and the README tables (see outputs).
+// constants, the status imports of python/memtier/_errors.py, the examples'
+// name lists and the README tables (see outputs).
 //
 // Usage, from the repository root:
 //
@@ -26,8 +27,8 @@ import (
 )
 
 // output is one generated file: its path from the repository root and a
-// function of the header and the file's current content (README.md keeps
-// the text outside its generated blocks).
+// function of the header and the file's current content (README.md and
+// python/memtier/_errors.py keep the text outside their generated blocks).
 type output struct {
 	path string
 	gen  func(h *Header, old string) (string, error)
@@ -51,6 +52,7 @@ var outputs = []output{
 	{"python/memtier/_cdef.py", plain(pyCdef)},
 	{"python/memtier/_constants.py", noOld(pyConstants)},
 	{"python/memtier/_stats.py", plain(pyStats)},
+	{pyErrorsPath, pyErrors},
 	{"examples/common/mt_generated.h", plain(examplesH)},
 	{"README.md", func(h *Header, old string) (string, error) { return readme(old, readmeBlocks(h)) }},
 }
