@@ -7,6 +7,8 @@
  */
 #include "mt_test.h"
 
+#include "../../examples/common/mt_generated.h" /* MT_STATUS_LIST */
+
 #include <strings.h>
 
 static memtier_ctx_t* ctx;
@@ -41,22 +43,35 @@ static void expect_detail(const char* what, const char* needle) {
              what, e, needle);
 }
 
+/* Every memtier_status of the header, from the list tools/mtgen generates
+ * from it (mt_generated.h): a status added to the header is checked here
+ * with no edit of this file. */
+#define MT_STATUS_VALUE(name) name,
+static const int header_statuses[] = {MT_STATUS_LIST(MT_STATUS_VALUE)};
+#undef MT_STATUS_VALUE
+
 static void check_strerror(void) {
-    const char* seen[32];
-    int code;
-    for (code = 0; code >= MEMTIER_ERR_NOT_REGULAR; code--) {
+    const size_t n = sizeof header_statuses / sizeof header_statuses[0];
+    int lowest = 0;
+    size_t i, k;
+    MT_CHECK(header_statuses[0] == MEMTIER_OK, "MT_STATUS_LIST starts with %d", header_statuses[0]);
+    for (i = 0; i < n; i++) {
+        const int code = header_statuses[i];
         const char* s = memtier_strerror(code);
-        int k;
         MT_CHECK(s != NULL && s[0] != '\0', "memtier_strerror(%d) is empty", code);
         MT_CHECK(strcmp(s, "unknown status") != 0, "memtier_strerror(%d) is \"unknown status\"",
                  code);
-        for (k = 0; k < -code; k++)
-            MT_CHECK(strcmp(seen[k], s) != 0, "memtier_strerror(%d) == memtier_strerror(%d) = \"%s\"",
-                     code, -k, s);
-        seen[-code] = s;
+        for (k = 0; k < i; k++)
+            MT_CHECK(strcmp(memtier_strerror(header_statuses[k]), s) != 0,
+                     "memtier_strerror(%d) == memtier_strerror(%d) = \"%s\"", code,
+                     header_statuses[k], s);
+        if (code < lowest)
+            lowest = code;
     }
-    const int unknown[] = {1, 7, -17, -99, 1000, -2147483647 - 1};
-    size_t i;
+    MT_CHECK(lowest <= MEMTIER_ERR_NOT_REGULAR, "MT_STATUS_LIST (%zu statuses) stops at %d", n, lowest);
+    /* one below the lowest status is not a status (values are pinned, new
+     * ones go below) */
+    const int unknown[] = {1, 7, lowest - 1, -99, 1000, -2147483647 - 1};
     for (i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
         MT_CHECK(strcmp(memtier_strerror(unknown[i]), "unknown status") == 0,
                  "memtier_strerror(%d) = \"%s\", want \"unknown status\"", unknown[i],
