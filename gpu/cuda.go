@@ -272,7 +272,7 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 	}
 	info := PointerInfo{Device: raw.ordinal, Base: raw.base, Size: raw.size, ctx: raw.ctx}
 	if raw.size > 0 && (ptr < raw.base || uint64(ptr-raw.base) > raw.size || size > raw.size-uint64(ptr-raw.base)) {
-		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, reason: reasonRange, Detail: fmt.Sprintf(
 			"range [0x%x, +%d) runs past its allocation [0x%x, +%d)", ptr, size, raw.base, raw.size)}
 	}
 	// For VMM memory (PyTorch expandable segments) and memory pools the range
@@ -281,13 +281,13 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 	// https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html).
 	switch span {
 	case spanOutsideRange:
-		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, reason: reasonRange, Detail: fmt.Sprintf(
 			"range [0x%x, +%d) runs past its allocation: its last byte is not in the allocation's range", ptr, size)}
 	case spanFirstUnmapped:
 		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
 			"0x%x is reserved but not mapped device memory", ptr)}
 	case spanLastUnmapped:
-		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, reason: reasonRange, Detail: fmt.Sprintf(
 			"range [0x%x, +%d) runs past the mapped memory of its allocation [0x%x, +%d reserved)",
 			ptr, size, raw.base, raw.size)}
 	}

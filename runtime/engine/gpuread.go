@@ -89,11 +89,15 @@ func gpuError(op, path string, off uint64, err error) error {
 
 // inspectDst checks that [dst, dst+size) is CUDA device memory and returns
 // its device ordinal. A host pointer is errs.InvalidArg with a message that
-// says what a CUDA target needs.
+// says what a CUDA target needs; device memory too short for the request is
+// errs.InvalidArg naming the allocation.
 func inspectDst(op, path string, off uint64, dst uintptr, size uint64) (int, error) {
 	info, err := gpu.InspectPointer(dst, size)
 	if err == nil {
 		return info.Device, nil
+	}
+	if gpu.RangeError(err) { // device memory, too short for the request
+		return 0, errs.At(errs.InvalidArg, op, path, int64(off), "dst 0x%x + %d bytes: %v", dst, size, err)
 	}
 	if gpu.KindOf(err) == gpu.KindInvalidPointer {
 		return 0, errs.At(errs.InvalidArg, op, path, int64(off),
