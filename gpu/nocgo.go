@@ -139,6 +139,12 @@ func OpenGDS(st *Stats) (*GDS, error) { return nil, gdsStubError() }
 // GDSReason says why GDS is unavailable without cgo.
 func GDSReason() string { return gdsStubError().Detail }
 
+// GDSPath is "unavailable" without cgo.
+func GDSPath() string { return "unavailable" }
+
+// Compat is false without cgo (there is no cuFile).
+func (g *GDS) Compat() bool { return false }
+
 // Read fails with KindUnavailable without cgo.
 func (g *GDS) Read(fd int, dst uintptr, size uint64, fileOff int64) (int64, error) {
 	return 0, gdsStubError()

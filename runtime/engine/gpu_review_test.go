@@ -4,9 +4,13 @@ package engine
 // GPU paths against the CUDA and cuFile documentation (issue 14).
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/policy"
 )
@@ -31,5 +35,63 @@ func TestGPU_RangeErrorText(t *testing.T) {
 	err = c.Read(path, 0, 4096, make([]byte, 4096), policy.TargetCUDA, 0)
 	if code(err) != errs.InvalidArg || !strings.Contains(err.Error(), "is not CUDA device memory") {
 		t.Fatalf("host pointer: %v", err)
+	}
+}
+
+// cuFile in compatibility mode (no nvidia-fs: the double's
+// FAKE_CUFILE_COMPAT_MODE) is kept off AUTO's fast path: the first read,
+// which probes the driver, and every later one go staged, with no fallback
+// counted; gpu_info names the path; REQUIRED still reads with cuFile. The
+// cuFile driver is opened once per process, so the test runs in a child
+// test process with the switch set from its start.
+func TestGPU_CompatModeKeepsAutoStaged(t *testing.T) {
+	needGPU(t)
+	if gpuDoubleDir == "" {
+		t.Skip("needs the double's compatibility-mode switch (MEMTIER_GPU_DOUBLE_DIR)")
+	}
+	if os.Getenv("MT_TEST_COMPAT_CHILD") != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestGPU_CompatModeKeepsAutoStaged$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "MT_TEST_COMPAT_CHILD=1", "FAKE_CUFILE_COMPAT_MODE=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestGPU_CompatModeKeepsAutoStaged") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	const n = 8 << 20
+	path := writeP(t, n)
+	want := pfile(0, n)
+	auto := newCtx(t, func(o *config.Options) { o.GDSMode = config.GDSAuto })
+	dev := devMem(t, n)
+	for i := 0; i < 2; i++ {
+		if err := auto.Read(path, 0, n, devSlice(dev, n), policy.TargetCUDA, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(devBytes(t, dev, n), want) {
+			t.Fatalf("read %d: bytes differ", i)
+		}
+	}
+	s := auto.Stats()
+	if s.GDSBytes != 0 || s.StagedBytes != 2*n || s.GDSFallbacks != 0 {
+		t.Fatalf("AUTO in compatibility mode: gds %d staged %d fallbacks %d; want 0, %d, 0", s.GDSBytes, s.StagedBytes, s.GDSFallbacks, 2*n)
+	}
+	ex, err := auto.Explain(path, 0, n, true, policy.TargetCUDA, 0)
+	if err != nil || ex.Path != policy.PathStaged || ex.Row != 11 || !strings.Contains(ex.Reason, "compatibility mode") {
+		t.Fatalf("explain: %+v, %v", ex.Decision, err)
+	}
+	info, err := auto.GPUInfo()
+	if err != nil || !strings.Contains(info, "\ngds_path: compat\n") || !strings.Contains(info, "gds: GDS available: ") {
+		t.Fatalf("gpu_info:\n%s(%v)", info, err)
+	}
+	req := newCtx(t, func(o *config.Options) { o.GDSMode = config.GDSRequired })
+	clear := devMem(t, n)
+	if err := req.Read(path, 0, n, devSlice(clear, n), policy.TargetCUDA, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(devBytes(t, clear, n), want) {
+		t.Fatal("REQUIRED read: bytes differ")
+	}
+	if s := req.Stats(); s.GDSBytes != n || s.StagedBytes != 0 {
+		t.Fatalf("REQUIRED in compatibility mode: gds %d staged %d; want %d, 0", s.GDSBytes, s.StagedBytes, n)
 	}
 }

@@ -123,7 +123,8 @@ func (c *Context) planDeviceSource(p *plan, lo, hi uint64, o devOpts) error {
 // descriptor, so any other source is staged.
 func (c *Context) decideDevice(obj source.Object, off, size, hbm, dram uint64) policy.Decision {
 	in := policy.GPUInput{Size: size, Off: off, FileSize: obj.Size(), HBMBytes: hbm, CachedBytes: dram,
-		GPUAvailable: true, GDSUnavailable: c.tgt.GDSUnavailable(), FileFallback: c.tgt.FileFallback(obj.Version())}
+		GPUAvailable: true, GDSUnavailable: c.tgt.GDSUnavailable(), FileFallback: c.tgt.FileFallback(obj.Version()),
+		GDSCompat: c.tgt.GDSCompat()}
 	if _, local := obj.(*files.File); !local {
 		in.GDSUnavailable = "GDS reads local files only"
 	}
@@ -212,6 +213,12 @@ func (c *Context) gdsRead(obj source.Object, off, size uint64, dst uintptr) (s g
 				"gds_mode REQUIRED but %s", gpu.UnavailableText(gerr))
 		}
 		c.tgt.NoteFallback(f.ID, f.Path, gerr.Reason(), gerr, false)
+		return s, true, nil
+	}
+	if g.Compat() && !required {
+		// The probe just found cuFile in compatibility mode: this read, planned
+		// before it, goes staged like every later AUTO read (policy row 11).
+		// Not a failure, so not counted as a fallback.
 		return s, true, nil
 	}
 	dfd, _, _, refused, err := f.Direct()

@@ -284,7 +284,8 @@ func (c *Context) gpuStats(s *stats.Snapshot) {
 
 // GPUInfo describes the GPU side in a few lines (memtier_gpu_info): whether
 // CUDA is usable and why, the GDS state (without probing it), the mode, the
-// HBM tier and the latest GDS fallback. It loads libcuda (once per process)
+// HBM tier, the latest GDS fallback and the path cuFile reads take
+// (gds_path: gpudirect, compat, unavailable or not probed). It loads libcuda (once per process)
 // to answer.
 func (c *Context) GPUInfo() (string, error) {
 	if err := c.enter(); err != nil {
@@ -304,8 +305,12 @@ func (c *Context) GPUInfo() (string, error) {
 	if last == "" {
 		last = "none"
 	}
-	return fmt.Sprintf("cuda: %s\ngds: %s\ngds_mode: %s (gds_threshold_bytes %d)\nhbm: %s\nlast_gds_fallback: %s\nbuild_tags: %v\n",
-		gpu.Reason(), gds, modes[c.opts.GDSMode], c.opts.GDSThreshold, hbm, last, gpu.BuildTags()), nil
+	path := gpu.GDSPath()
+	if c.tgt.GDSUnavailable() != "" {
+		path = "unavailable"
+	}
+	return fmt.Sprintf("cuda: %s\ngds: %s\ngds_mode: %s (gds_threshold_bytes %d)\nhbm: %s\nlast_gds_fallback: %s\nbuild_tags: %v\ngds_path: %s\n",
+		gpu.Reason(), gds, modes[c.opts.GDSMode], c.opts.GDSThreshold, hbm, last, gpu.BuildTags(), path), nil
 }
 
 // checkGDSRequired is New's check for gds_mode REQUIRED: GDS must work in

@@ -68,7 +68,7 @@ typedef struct fake_handle *CUfileHandle_t;
   X(calls_cuFileHandleDeregister) X(calls_cuFileRead) X(driver_open) X(handles_live) \
   X(registered_without_odirect) X(read_bytes) X(partial_reads) X(eof_reads)       \
   X(failed_reads) X(no_context_errors) X(bad_pointer_errors) X(unsupported_fs)    \
-  X(bug_read_unregistered)
+  X(bug_read_unregistered) X(calls_cuFileDriverGetProperties) X(compat_reads)
 
 FAKE_STATS(STATS);
 
@@ -104,6 +104,50 @@ EXPORT CUfileError_t cuFileDriverOpen(void) {
     r = status((int)fail, 0);
   else
     stats[S_driver_open] = 1;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+/* Compatibility mode (FAKE_CUFILE_COMPAT_MODE=1): what cuFile does without
+ * nvidia-fs.ko. Reads still work (POSIX reads and copies inside cuFile, here
+ * the same pread) and are counted in compat_reads. */
+static int compat_mode(void) { return env_long("FAKE_CUFILE_COMPAT_MODE", 0) != 0; }
+
+/* CUfileDrvProps_t's leading fields as cufile.h lays them out: nvfs
+ * {major_version, minor_version, poll_thresh_size, max_direct_io_size,
+ * dstatusflags, dcontrolflags}, then fflags and the size limits. Only the
+ * fields the library reads are filled; the rest are zero. */
+typedef struct {
+  struct {
+    unsigned major_version, minor_version;
+    size_t poll_thresh_size, max_direct_io_size;
+    unsigned dstatusflags, dcontrolflags;
+  } nvfs;
+  unsigned fflags, max_device_cache_size, per_buffer_cache_size, max_device_pinned_mem_size;
+  unsigned max_batch_io_count, max_batch_io_timeout_msecs;
+} CUfileDrvProps_t;
+
+enum { CU_FILE_NVME_SUPPORTED = 4 };
+
+/* nvidia-fs 2.17 with NVMe support, or (compatibility mode) no nvidia-fs and
+ * no P2PDMA bit: major_version 0 and dstatusflags 0. */
+EXPORT CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *props) {
+  pthread_mutex_lock(&mu);
+  stats[S_calls_cuFileDriverGetProperties]++;
+  CUfileError_t r = status(CU_FILE_SUCCESS, 0);
+  if (!stats[S_driver_open]) {
+    r = status(CU_FILE_DRIVER_NOT_INITIALIZED, 0);
+  } else if (!props) {
+    r = status(CU_FILE_INVALID_VALUE, 0);
+  } else {
+    memset(props, 0, sizeof *props);
+    if (!compat_mode()) {
+      props->nvfs.major_version = 2;
+      props->nvfs.minor_version = 17;
+      props->nvfs.dstatusflags = 1u << CU_FILE_NVME_SUPPORTED;
+    }
+    props->nvfs.max_direct_io_size = 16 << 20;
+  }
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -205,6 +249,7 @@ EXPORT ssize_t cuFileRead(CUfileHandle_t fh, void *base, size_t size, off_t file
       }
     } else {
       fd = fh->priv_fd;
+      if (compat_mode()) stats[S_compat_reads]++;
     }
   }
   pthread_mutex_unlock(&mu);
