@@ -471,16 +471,36 @@ func copyHostToDevice(ctx ctxHandle, dst uintptr, src []byte) error {
 	return nil
 }
 
-// copyDeviceToDevice copies n bytes from src to dst and waits (ctx current).
-func copyDeviceToDevice(ctx ctxHandle, dst, src uintptr, n uint64) error {
+// dtodCopy is one device-to-device copy of copyDevicesToDevice.
+type dtodCopy struct {
+	dst, src uintptr
+	n        uint64
+}
+
+// copyDevicesToDevice queues every copy on one pooled stream of ctx and
+// waits once, for all of them (ctx current). After a failed enqueue it
+// still waits for the copies already queued, so none outlives the call.
+func copyDevicesToDevice(ctx ctxHandle, cps []dtodCopy) error {
 	s, err := getStream(ctx)
 	if err != nil {
 		return err
 	}
-	r := dtodSync(dst, src, n, s)
-	putStream(ctx, s, r != cudaSuccess)
-	if r != cudaSuccess {
-		return cudaError(KindCUDA, "cuMemcpyDtoDAsync", r)
+	var e *Error
+	for _, cp := range cps {
+		if cp.n == 0 {
+			continue
+		}
+		if r := dtodAsync(cp.dst, cp.src, cp.n, s); r != cudaSuccess {
+			e = cudaError(KindCUDA, "cuMemcpyDtoDAsync", r)
+			break
+		}
+	}
+	if r := streamSync(s); r != cudaSuccess && e == nil {
+		e = cudaError(KindCUDA, "cuStreamSynchronize", r)
+	}
+	putStream(ctx, s, e != nil)
+	if e != nil {
+		return e
 	}
 	return nil
 }

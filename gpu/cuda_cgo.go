@@ -241,17 +241,17 @@ static mt_res mt_pinned_free(void *p, size_t n) {
 static mt_res mt_htod_async(mt_dptr dst, void *src, size_t n, uintptr_t s) {
 	return mt_cu.cuMemcpyHtoDAsync(dst, src, n, (void *)s);
 }
+static mt_res mt_stream_sync(uintptr_t s);
 // One async copy from (possibly pageable, possibly Go) memory and the
-// stream's sync in the same C call, so the driver holds src only during it.
+// stream's (blocking) sync in the same C call, so the driver holds src only
+// during it.
 static mt_res mt_htod_sync(mt_dptr dst, const void *src, size_t n, uintptr_t s) {
 	mt_res r = mt_cu.cuMemcpyHtoDAsync(dst, src, n, (void *)s);
-	mt_res r2 = mt_cu.cuStreamSynchronize((void *)s);
+	mt_res r2 = mt_stream_sync(s);
 	return r != 0 ? r : r2;
 }
-static mt_res mt_dtod_sync(mt_dptr dst, mt_dptr src, size_t n, uintptr_t s) {
-	mt_res r = mt_cu.cuMemcpyDtoDAsync(dst, src, n, (void *)s);
-	mt_res r2 = mt_cu.cuStreamSynchronize((void *)s);
-	return r != 0 ? r : r2;
+static mt_res mt_dtod_async(mt_dptr dst, mt_dptr src, size_t n, uintptr_t s) {
+	return mt_cu.cuMemcpyDtoDAsync(dst, src, n, (void *)s);
 }
 static mt_res mt_dtoh(void *dst, mt_dptr src, size_t n) { return mt_cu.cuMemcpyDtoH(dst, src, n); }
 
@@ -470,8 +470,9 @@ func htodSync(dst uintptr, src []byte, s streamHandle) cuResult {
 	return cuResult(C.mt_htod_sync(C.mt_dptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), C.uintptr_t(s)))
 }
 
-func dtodSync(dst, src uintptr, n uint64, s streamHandle) cuResult {
-	return cuResult(C.mt_dtod_sync(C.mt_dptr(dst), C.mt_dptr(src), C.size_t(n), C.uintptr_t(s)))
+// dtodAsync enqueues a device-to-device copy on s.
+func dtodAsync(dst, src uintptr, n uint64, s streamHandle) cuResult {
+	return cuResult(C.mt_dtod_async(C.mt_dptr(dst), C.mt_dptr(src), C.size_t(n), C.uintptr_t(s)))
 }
 
 func dtoh(dst []byte, src uintptr) cuResult {

@@ -95,3 +95,31 @@ func TestGPU_CompatModeKeepsAutoStaged(t *testing.T) {
 		t.Fatalf("REQUIRED in compatibility mode: gds %d staged %d; want %d, 0", s.GDSBytes, s.StagedBytes, n)
 	}
 }
+
+// The HBM hits of one request are queued on one stream and waited for once
+// (not a copy and a sync per 2 MiB block), with the bytes right under
+// deferred copies.
+func TestGPU_HBMHitsWaitOnce(t *testing.T) {
+	needGPU(t)
+	const n = 8 << 20
+	path := writeP(t, n)
+	want := pfile(0, n)
+	c := newCtx(t, func(o *config.Options) { o.HBMCacheBytes = 8 << 20; o.GDSMode = config.GDSOff })
+	if got, err := c.Prefetch(path, 0, 0, PrefetchToHBM); err != nil || got != n {
+		t.Fatalf("prefetch: %d, %v", got, err)
+	}
+	dev := devMem(t, n)
+	c.ResetStats()
+	// 1 MiB + 5 into the first block to 1 MiB before the end: 4 blocks.
+	lo, hi := uint64(1<<20+5), uint64(n-1<<20)
+	if err := c.Read(path, lo, hi-lo, devSlice(dev, hi-lo), policy.TargetCUDA, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(devBytes(t, dev, int(hi-lo)), want[lo:hi]) {
+		t.Fatal("HBM hit bytes differ")
+	}
+	g := c.tgt.Stats()
+	if g.HBMHits != 4 || g.HBMHitBytes != hi-lo || g.HBMWaits != 1 {
+		t.Fatalf("HBM hits %d (%d bytes) in %d waits; want 4 (%d bytes) in 1", g.HBMHits, g.HBMHitBytes, g.HBMWaits, hi-lo)
+	}
+}

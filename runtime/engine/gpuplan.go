@@ -152,17 +152,26 @@ func (c *Context) serveDevice(obj source.Object, off, size uint64, dst uintptr, 
 	return c.execDevice(&p, dst, flags)
 }
 
-// execDevice executes a device plan into [dst, dst+p.size), span by span
+// execDevice executes a device plan into [dst, dst+p.size): the HBM spans
+// first, all at once (one stream, one wait), then the others span by span
 // (a staged span parallelises itself over the Stager's lanes).
 func (c *Context) execDevice(p *plan, dst uintptr, flags uint32) (gpuServed, error) {
 	var total gpuServed
-	for _, s := range p.list() {
+	hit, err := c.hbmSpans(p, dst)
+	if err != nil {
+		return total, err
+	}
+	for i, s := range p.list() {
 		at := dst + uintptr(s.off-p.off)
 		var got gpuServed
 		var err error
 		switch s.tier {
 		case tierHBM:
-			got, err = c.hbmSpan(p.obj, s.off, s.size, at, flags)
+			if hit[i] {
+				got = gpuServed{hbm: s.size}
+			} else { // evicted since planning
+				got, err = c.stagedRead(p.obj, s.off, s.size, at, flags)
+			}
 		case tierGDS:
 			var fellBack bool
 			got, fellBack, err = c.gdsRead(p.obj, s.off, s.size, at)
@@ -180,23 +189,41 @@ func (c *Context) execDevice(p *plan, dst uintptr, flags uint32) (gpuServed, err
 	return total, nil
 }
 
-// hbmSpan copies [off, off+size) (inside one HBM block) device to device
-// from the HBM cache; a block evicted since planning is read staged.
-func (c *Context) hbmSpan(obj source.Object, off, size uint64, dst uintptr, flags uint32) (gpuServed, error) {
+// hbmSpans copies every HBM span of p (each inside one HBM block) device to
+// device out of the HBM cache, queued together and waited for once
+// (HBMCache.LookupAll), and reports by span index which were hits; a block
+// evicted since planning is a miss, for the caller to read staged.
+func (c *Context) hbmSpans(p *plan, dst uintptr) ([]bool, error) {
+	ss := p.list()
+	hit := make([]bool, len(ss))
+	var cps []gpu.HBMCopy
+	var idx []int
+	for i, s := range ss {
+		if s.tier == tierHBM {
+			idx = append(idx, i)
+			cps = append(cps, gpu.HBMCopy{Dst: dst + uintptr(s.off-p.off), Len: s.size})
+		}
+	}
+	if len(cps) == 0 {
+		return hit, nil
+	}
 	h, err := c.tgt.HBM() // exists: the plan found blocks in it
 	if err != nil {
-		return gpuServed{}, err
+		return hit, err
 	}
 	bs := h.BlockSize()
-	blo := off / bs * bs
-	ok, err := h.Lookup(gpu.BlockKey{File: obj.Version(), Index: blo / bs}, off-blo, dst, size)
+	for k, i := range idx {
+		blo := ss[i].off / bs * bs
+		cps[k].Key, cps[k].BlockOff = gpu.BlockKey{File: p.obj.Version(), Index: blo / bs}, ss[i].off-blo
+	}
+	got, err := h.LookupAll(cps)
 	if err != nil {
-		return gpuServed{}, err
+		return hit, err
 	}
-	if !ok {
-		return c.stagedRead(obj, off, size, dst, flags)
+	for k, i := range idx {
+		hit[i] = got[k]
 	}
-	return gpuServed{hbm: size}, nil
+	return hit, nil
 }
 
 // gdsRead reads with cuFile through the file's O_DIRECT descriptor.
