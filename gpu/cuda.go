@@ -419,20 +419,24 @@ func CopyFromDevice(dst []byte, src uintptr) error {
 
 // ---------------------------------------------------------------- streams
 
-// Per-context pools of non-blocking streams for one-shot copies
-// (CopyToDevice, the HBM cache). Streams are never destroyed while the
-// process lives (they are small; no exit-path CUDA calls).
+// Per-device pools of non-blocking streams for one-shot copies
+// (CopyToDevice, the HBM cache), in each device's primary context (retained
+// for the life of the process, so a handle never outlives its context or is
+// confused with one of a later context at the same address). Streams are
+// never destroyed while the process lives (they are small; no exit-path CUDA
+// calls).
 var (
 	streamMu    sync.Mutex
-	streamPools = map[ctxHandle][]streamHandle{}
+	streamPools = map[int][]streamHandle{}
 )
 
-// getStream returns a stream of ctx; ctx must be current.
-func getStream(ctx ctxHandle) (streamHandle, error) {
+// getStream returns a stream of device dev; dev's primary context must be
+// current.
+func getStream(dev int) (streamHandle, error) {
 	streamMu.Lock()
-	if l := streamPools[ctx]; len(l) > 0 {
+	if l := streamPools[dev]; len(l) > 0 {
 		s := l[len(l)-1]
-		streamPools[ctx] = l[:len(l)-1]
+		streamPools[dev] = l[:len(l)-1]
 		streamMu.Unlock()
 		return s, nil
 	}
@@ -444,27 +448,27 @@ func getStream(ctx ctxHandle) (streamHandle, error) {
 	return s, nil
 }
 
-// putStream returns s to ctx's pool, or destroys it after an error (ctx
-// current) so a stream in an unknown state is not reused.
-func putStream(ctx ctxHandle, s streamHandle, failed bool) {
+// putStream returns s to dev's pool, or destroys it after an error (dev's
+// primary context current) so a stream in an unknown state is not reused.
+func putStream(dev int, s streamHandle, failed bool) {
 	if failed {
 		_ = streamDestroy(s)
 		return
 	}
 	streamMu.Lock()
-	streamPools[ctx] = append(streamPools[ctx], s)
+	streamPools[dev] = append(streamPools[dev], s)
 	streamMu.Unlock()
 }
 
-// copyHostToDevice copies src to dst on a pooled stream of ctx and waits
-// (ctx current).
-func copyHostToDevice(ctx ctxHandle, dst uintptr, src []byte) error {
-	s, err := getStream(ctx)
+// copyHostToDevice copies src to dst on a pooled stream of device dev and
+// waits (dev's primary context current).
+func copyHostToDevice(dev int, dst uintptr, src []byte) error {
+	s, err := getStream(dev)
 	if err != nil {
 		return err
 	}
 	r := htodSync(dst, src, s)
-	putStream(ctx, s, r != cudaSuccess)
+	putStream(dev, s, r != cudaSuccess)
 	if r != cudaSuccess {
 		return cudaError(KindCUDA, "cuMemcpyHtoDAsync", r)
 	}
@@ -477,11 +481,12 @@ type dtodCopy struct {
 	n        uint64
 }
 
-// copyDevicesToDevice queues every copy on one pooled stream of ctx and
-// waits once, for all of them (ctx current). After a failed enqueue it
-// still waits for the copies already queued, so none outlives the call.
-func copyDevicesToDevice(ctx ctxHandle, cps []dtodCopy) error {
-	s, err := getStream(ctx)
+// copyDevicesToDevice queues every copy on one pooled stream of device dev
+// and waits once, for all of them (dev's primary context current). After a
+// failed enqueue it still waits for the copies already queued, so none
+// outlives the call.
+func copyDevicesToDevice(dev int, cps []dtodCopy) error {
+	s, err := getStream(dev)
 	if err != nil {
 		return err
 	}
@@ -498,7 +503,7 @@ func copyDevicesToDevice(ctx ctxHandle, cps []dtodCopy) error {
 	if r := streamSync(s); r != cudaSuccess && e == nil {
 		e = cudaError(KindCUDA, "cuStreamSynchronize", r)
 	}
-	putStream(ctx, s, e != nil)
+	putStream(dev, s, e != nil)
 	if e != nil {
 		return e
 	}

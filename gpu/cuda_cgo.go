@@ -309,6 +309,23 @@ static long long mt_hook_stat(uintptr_t lib, const char *fn, const char *name) {
 	*(void **)&f = lib ? dlsym((void *)lib, fn) : NULL;
 	return f ? f(name) : -2;
 }
+// Tests only: a context of the test's own (cuCtxCreate_v2, left current on
+// this thread) or its destruction (cuCtxDestroy_v2), resolved when called;
+// -1 when the library lacks the call.
+static mt_res mt_hook_ctx_create(uintptr_t lib, int dev, uintptr_t *ctx) {
+	mt_res (*f)(void **, unsigned, int);
+	*(void **)&f = lib ? dlsym((void *)lib, "cuCtxCreate_v2") : NULL;
+	if (!f) return -1;
+	void *c = NULL;
+	mt_res r = f(&c, 0, dev);
+	*ctx = (uintptr_t)c;
+	return r;
+}
+static mt_res mt_hook_ctx_destroy(uintptr_t lib, uintptr_t ctx) {
+	mt_res (*f)(void *);
+	*(void **)&f = lib ? dlsym((void *)lib, "cuCtxDestroy_v2") : NULL;
+	return f ? f((void *)ctx) : -1;
+}
 static int mt_hook_call(uintptr_t lib, const char *fn) {
 	void (*f)(void);
 	*(void **)&f = lib ? dlsym((void *)lib, fn) : NULL;
@@ -530,6 +547,19 @@ func hookStat(lib uintptr, fn, name string) (int64, bool) {
 	defer C.free(unsafe.Pointer(cname))
 	v := int64(C.mt_hook_stat(C.uintptr_t(lib), cfn, cname))
 	return v, v >= 0
+}
+
+// hookCtxCreate and hookCtxDestroy make and destroy a context of the
+// caller's own on the loaded driver (tests of context ownership); the new
+// context is current on the calling thread, which the caller locks.
+func hookCtxCreate(dev int) (ctxHandle, cuResult) {
+	var c C.uintptr_t
+	r := C.mt_hook_ctx_create(C.uintptr_t(cudaLibHandle()), C.int(dev), &c)
+	return ctxHandle(c), cuResult(r)
+}
+
+func hookCtxDestroy(c ctxHandle) cuResult {
+	return cuResult(C.mt_hook_ctx_destroy(C.uintptr_t(cudaLibHandle()), C.uintptr_t(c)))
 }
 
 func hookCall(lib uintptr, fn string) bool {

@@ -147,7 +147,7 @@ func (c *HBMCache) Fill(key BlockKey, n uint64, fill func(dst uintptr) error) (b
 func (c *HBMCache) Insert(key BlockKey, src []byte) (bool, error) {
 	start := time.Now()
 	ok, err := c.Fill(key, uint64(len(src)), func(dst uintptr) error {
-		return withContext(c.ctx, func() error { return copyHostToDevice(c.ctx, dst, src) })
+		return withContext(c.ctx, func() error { return copyHostToDevice(c.opts.Device, dst, src) })
 	})
 	if st := c.opts.Stats; st != nil && ok {
 		st.h2dBytes.Add(uint64(len(src)))
@@ -275,7 +275,7 @@ func (c *HBMCache) LookupAll(cps []HBMCopy) ([]bool, error) {
 
 	var err error
 	if len(copies) > 0 {
-		err = withContext(c.ctx, func() error { return copyDevicesToDevice(c.ctx, copies) })
+		err = withContext(c.ctx, func() error { return copyDevicesToDevice(c.opts.Device, copies) })
 		if st := c.opts.Stats; st != nil {
 			st.hbmWaits.Add(1)
 		}

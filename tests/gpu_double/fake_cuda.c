@@ -34,6 +34,7 @@
 struct fake_ctx {
   unsigned magic;
   int device;
+  int user; /* made by cuCtxCreate (not a primary context) */
 };
 
 struct op {
@@ -94,7 +95,9 @@ struct region {
   X(events_live) X(no_context_errors) X(context_mismatch_errors)              \
   X(bad_pointer_errors) X(failed_allocs) X(failed_copies)                     \
   X(failed_host_registers) X(failed_syncs) X(bug_freed_while_inflight)        \
-  X(bug_unregistered_while_inflight) X(bug_unregister_busy)
+  X(bug_unregistered_while_inflight) X(bug_unregister_busy)                   \
+  X(calls_cuCtxCreate) X(calls_cuCtxDestroy) X(user_contexts_live)            \
+  X(streams_in_user_contexts) X(host_registers_in_user_contexts)
 
 FAKE_STATS(STATS);
 
@@ -115,6 +118,9 @@ static __thread CUcontext current;
 
 static struct region *regions;
 static size_t nregions, capregions;
+/* Every live stream, so busy() can look at the queues. */
+static struct fake_stream **streams;
+static size_t nstreams, capstreams;
 
 static int deferred(void) { return env_long("FAKE_CUDA_DEFER_COPIES", 0) != 0; }
 
@@ -284,7 +290,7 @@ EXPORT void fake_cuda_reset(void) {
   pthread_mutex_lock(&mu);
   for (int i = 0; i < S_COUNT; i++) {
     if (i == S_inflight || i == S_device_bytes_live || i == S_allocs_live || i == S_host_registered_live ||
-        i == S_streams_live || i == S_events_live)
+        i == S_streams_live || i == S_events_live || i == S_user_contexts_live)
       continue;
     stats[i] = 0;
   }
@@ -340,7 +346,7 @@ EXPORT CUresult cuInit(unsigned flags) {
     if (n > MAX_DEVICES) n = MAX_DEVICES;
     if (!initialized) {
       ndevices = (int)n;
-      for (int i = 0; i < MAX_DEVICES; i++) primary[i] = (struct fake_ctx){CTX_MAGIC, i};
+      for (int i = 0; i < MAX_DEVICES; i++) primary[i] = (struct fake_ctx){CTX_MAGIC, i, 0};
     }
     initialized = 1;
   }
@@ -425,6 +431,69 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext c) {
   bump(S_calls_cuCtxSetCurrent, 1);
   CUresult r = !initialized ? CUDA_ERROR_NOT_INITIALIZED : (c && !ctx_ok(c)) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
   if (r == CUDA_SUCCESS) current = c;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+/* A context of the caller's own (not the device's primary one), current
+ * on this thread afterwards, as cuCtxCreate pushes it. Its streams and the
+ * host memory registered while it was current die with it (cuCtxDestroy),
+ * as in the driver; copies into its device memory from another context of
+ * the same device work (unified addressing). */
+EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d) {
+  (void)flags;
+  pthread_mutex_lock(&mu);
+  bump(S_calls_cuCtxCreate, 1);
+  CUresult r = need_device(c, d);
+  if (r == CUDA_SUCCESS) {
+    struct fake_ctx *x = calloc(1, sizeof *x);
+    if (!x) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      *x = (struct fake_ctx){CTX_MAGIC, d, 1};
+      *c = x;
+      current = x;
+      bump(S_user_contexts_live, 1);
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+static void destroy_stream_locked(struct fake_stream *s);
+
+/* Destroys a context from cuCtxCreate: its device memory is freed, its host
+ * registrations dropped and its streams destroyed (queued copies complete
+ * first). The handle is never reused (the struct is kept, marked dead). */
+EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
+  pthread_mutex_lock(&mu);
+  bump(S_calls_cuCtxDestroy, 1);
+  CUresult r = !initialized ? CUDA_ERROR_NOT_INITIALIZED : (!ctx_ok(c) || !c->user) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS) {
+    for (size_t i = 0; i < nstreams;)
+      if (streams[i]->ctx == c)
+        destroy_stream_locked(streams[i]);
+      else
+        i++;
+    for (size_t i = 0; i < nregions;) {
+      struct region *g = &regions[i];
+      if (g->ctx != c) {
+        i++;
+        continue;
+      }
+      if (g->kind == KIND_DEVICE) {
+        bump(S_allocs_live, -1);
+        bump(S_device_bytes_live, -(long long)g->size);
+        free(g->base);
+      } else {
+        bump(S_host_registered_live, -1);
+      }
+      remove_region(g);
+    }
+    c->magic = 0;
+    if (current == c) current = NULL;
+    bump(S_user_contexts_live, -1);
+  }
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -575,6 +644,7 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
   if (r == CUDA_SUCCESS) {
     bump(S_host_registered_live, 1);
     if (((uintptr_t)p & 4095) || (n & 4095)) bump(S_host_register_unaligned, 1);
+    if (current->user) bump(S_host_registers_in_user_contexts, 1);
   }
   pthread_mutex_unlock(&mu);
   return r;
@@ -598,9 +668,6 @@ EXPORT CUresult cuMemHostUnregister(void *p) {
   return r;
 }
 
-/* Every live stream, so busy() can look at the queues. */
-static struct fake_stream **streams;
-static size_t nstreams, capstreams;
 
 static int busy(const char *p, size_t n) {
   for (size_t i = 0; i < nstreams; i++)
@@ -719,6 +786,7 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
       streams[nstreams++] = s;
       *ps = s;
       bump(S_streams_live, 1);
+      if (current->user) bump(S_streams_in_user_contexts, 1);
     }
   }
   pthread_mutex_unlock(&mu);
@@ -764,21 +832,24 @@ EXPORT CUresult cuStreamSynchronize(CUstream s) {
   return r;
 }
 
+/* Drains s (queued work still completes, as in CUDA), unlists and frees it. */
+static void destroy_stream_locked(struct fake_stream *s) {
+  drain(s, ~0ULL);
+  for (size_t i = 0; i < nstreams; i++)
+    if (streams[i] == s) {
+      streams[i] = streams[--nstreams];
+      break;
+    }
+  s->magic = 0;
+  free(s);
+  bump(S_streams_live, -1);
+}
+
 EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   pthread_mutex_lock(&mu);
   bump(S_calls_cuStreamDestroy, 1);
   CUresult r = check_stream(s);
-  if (r == CUDA_SUCCESS) {
-    drain(s, ~0ULL); /* queued work still completes, as in CUDA */
-    for (size_t i = 0; i < nstreams; i++)
-      if (streams[i] == s) {
-        streams[i] = streams[--nstreams];
-        break;
-      }
-    s->magic = 0;
-    free(s);
-    bump(S_streams_live, -1);
-  }
+  if (r == CUDA_SUCCESS) destroy_stream_locked(s);
   pthread_mutex_unlock(&mu);
   return r;
 }
