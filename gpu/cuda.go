@@ -147,15 +147,36 @@ func DriverVersion() int {
 	return state.Load().version
 }
 
+// stickyHint is added to the message of a sticky error.
+const stickyHint = "a sticky CUDA error: this process's CUDA context (torch's too) is unusable " +
+	"and every later CUDA call fails; restart the process"
+
+// stickyCodes are the CUresults after which the context cannot be used
+// again in this process: "the process must be terminated and relaunched"
+// (cuda.h on CUDA_ERROR_ILLEGAL_ADDRESS, _HARDWARE_STACK_ERROR,
+// _ILLEGAL_INSTRUCTION, _MISALIGNED_ADDRESS, _INVALID_ADDRESS_SPACE,
+// _INVALID_PC, _LAUNCH_FAILED; see CUresult in
+// https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+var stickyCodes = map[cuResult]bool{700: true, 714: true, 715: true, 716: true, 717: true, 718: true, 719: true}
+
 // cudaError wraps a failed driver call. CUDA_ERROR_OUT_OF_MEMORY is always
-// KindNoMemory.
+// KindNoMemory; a sticky error is always KindCUDA (whatever call returned
+// it, the context is dead, so "cannot pin" or "no device" would mislead)
+// and says so.
 func cudaError(kind Kind, op string, r cuResult) *Error {
-	if r == cudaErrorOutOfMemory {
+	sticky := stickyCodes[r]
+	switch {
+	case r == cudaErrorOutOfMemory:
 		kind = KindNoMemory
+	case sticky:
+		kind = KindCUDA
 	}
 	e := &Error{Kind: kind, Op: op, Code: int(r), CodeName: errorName(r)}
 	if kind == KindCUDA {
 		e.reason = "cuda_error"
+	}
+	if sticky {
+		e.Detail = stickyHint
 	}
 	return e
 }
@@ -254,6 +275,9 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 	r := query()
 	if r == cudaErrorInvalidCtx {
 		r = queryInActiveContext(query)
+	}
+	if r != cudaSuccess && stickyCodes[r] {
+		return PointerInfo{}, cudaError(KindCUDA, "cuPointerGetAttribute", r)
 	}
 	if r != cudaSuccess {
 		e := cudaError(KindInvalidPointer, "cuPointerGetAttribute", r)

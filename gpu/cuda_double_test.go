@@ -756,17 +756,31 @@ func TestCopyFailure(t *testing.T) {
 	if v := stat(t, "inflight"); v != 0 {
 		t.Fatalf("%d copies queued after a failed copy", v)
 	}
-	err = s.CopyToDevice(d.ptr, []byte("abc"))
-	wantKind(t, err, KindCUDA)
+	// CUDA_ERROR_ILLEGAL_ADDRESS is sticky: the context is dead, and every
+	// later call says so instead of, say, "cannot pin a buffer".
 	os.Unsetenv("FAKE_CUDA_FAIL_COPY_AFTER")
+	wantSticky(t, s.CopyToDevice(d.ptr, []byte("abc")))
+	wantSticky(t, s.ReadToDevice(d.ptr, d.size, read, 0))
+	cudaHookReset() // the double's stand-in for a new process
 	if err := s.ReadToDevice(d.ptr, d.size, read, 0); err != nil {
 		t.Fatal(err)
 	}
 	d.check(t, data[:d.size])
 }
 
+// wantSticky checks that err is the sticky-error answer of a dead context.
+func wantSticky(t *testing.T, err error) {
+	t.Helper()
+	e := wantKind(t, err, KindCUDA)
+	if e.CodeName != "CUDA_ERROR_ILLEGAL_ADDRESS" || !strings.Contains(e.Error(), stickyHint) {
+		t.Fatalf("after a sticky error: %v", e)
+	}
+}
+
 // A failed synchronisation retires the lane (its buffers may still be in a
-// DMA); the Stager keeps working with a fresh one.
+// DMA); the error is sticky, so the next call fails too, and once the
+// context is usable again (a new process; here the double's reset) the
+// Stager works with a fresh lane.
 func TestSyncFailure(t *testing.T) {
 	needDouble(t)
 	path, data := testFile(t)
@@ -782,6 +796,8 @@ func TestSyncFailure(t *testing.T) {
 	cudaHookReset()
 	wantKind(t, s.ReadToDevice(d.ptr, d.size, read, 0), KindCUDA)
 	os.Unsetenv("FAKE_CUDA_FAIL_SYNC_AFTER")
+	wantSticky(t, s.ReadToDevice(d.ptr, d.size, read, 0))
+	cudaHookReset() // a new process, as far as the double goes
 	if err := s.ReadToDevice(d.ptr, d.size, read, 0); err != nil {
 		t.Fatal(err)
 	}

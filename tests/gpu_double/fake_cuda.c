@@ -35,6 +35,7 @@ struct fake_ctx {
   unsigned magic;
   int device;
   int user; /* made by cuCtxCreate (not a primary context) */
+  int dead; /* a sticky error happened in it: every later call fails */
 };
 
 struct op {
@@ -97,7 +98,8 @@ struct region {
   X(failed_host_registers) X(failed_syncs) X(bug_freed_while_inflight)        \
   X(bug_unregistered_while_inflight) X(bug_unregister_busy)                   \
   X(calls_cuCtxCreate) X(calls_cuCtxDestroy) X(user_contexts_live)            \
-  X(streams_in_user_contexts) X(host_registers_in_user_contexts)
+  X(streams_in_user_contexts) X(host_registers_in_user_contexts)             \
+  X(sticky_errors)
 
 FAKE_STATS(STATS);
 
@@ -208,11 +210,39 @@ static void drain(struct fake_stream *s, unsigned long long seq) {
   }
 }
 
+/* A sticky error (CUDA_ERROR_ILLEGAL_ADDRESS from a copy or a sync, as the
+ * driver's "the context cannot be used" errors): the current context is
+ * dead, and every later call that needs it fails with the same code, as in
+ * the driver, where only a new process (or a reset of the primary context)
+ * recovers. fake_cuda_reset() revives the contexts, standing in for that
+ * new process. */
+static CUresult kill_context(CUresult r) {
+  if (!ctx_ok(current)) return r;
+  current->dead = 1;
+  /* The work queued in it never completes: retired without running. */
+  for (size_t i = 0; i < nstreams; i++) {
+    struct fake_stream *st = streams[i];
+    if (st->ctx != current) continue;
+    while (st->head) {
+      struct op *o = st->head;
+      st->head = o->next;
+      if (!o->is_event) gauge_inflight(-1);
+      free(o);
+    }
+    st->tail = NULL;
+  }
+  return r;
+}
+
 static int need_context(void) {
   if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (!ctx_ok(current)) {
     bump(S_no_context_errors, 1);
     return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (current->dead) {
+    bump(S_sticky_errors, 1);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
   return CUDA_SUCCESS;
 }
@@ -297,6 +327,8 @@ EXPORT void fake_cuda_reset(void) {
   stats[S_max_inflight] = stats[S_inflight];
   stats[S_device_bytes_peak] = stats[S_device_bytes_live];
   n_allocs = n_copies = n_host_registers = n_syncs = 0;
+  for (int i = 0; i < MAX_DEVICES; i++) primary[i].dead = 0;
+  if (ctx_ok(current)) current->dead = 0;
   pthread_mutex_unlock(&mu);
 }
 
@@ -346,7 +378,7 @@ EXPORT CUresult cuInit(unsigned flags) {
     if (n > MAX_DEVICES) n = MAX_DEVICES;
     if (!initialized) {
       ndevices = (int)n;
-      for (int i = 0; i < MAX_DEVICES; i++) primary[i] = (struct fake_ctx){CTX_MAGIC, i, 0};
+      for (int i = 0; i < MAX_DEVICES; i++) primary[i] = (struct fake_ctx){CTX_MAGIC, i, 0, 0};
     }
     initialized = 1;
   }
@@ -450,7 +482,7 @@ EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d) {
     if (!x) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-      *x = (struct fake_ctx){CTX_MAGIC, d, 1};
+      *x = (struct fake_ctx){CTX_MAGIC, d, 1, 0};
       *c = x;
       current = x;
       bump(S_user_contexts_live, 1);
@@ -690,7 +722,7 @@ static CUresult check_stream(CUstream s) {
 static CUresult copy_fault(void) {
   if (injected("FAKE_CUDA_FAIL_COPY_AFTER", &n_copies)) {
     bump(S_failed_copies, 1);
-    return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return kill_context(CUDA_ERROR_ILLEGAL_ADDRESS);
   }
   return CUDA_SUCCESS;
 }
@@ -796,7 +828,7 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
 static CUresult sync_fault(void) {
   if (injected("FAKE_CUDA_FAIL_SYNC_AFTER", &n_syncs)) {
     bump(S_failed_syncs, 1);
-    return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return kill_context(CUDA_ERROR_ILLEGAL_ADDRESS);
   }
   return CUDA_SUCCESS;
 }
