@@ -80,7 +80,7 @@ func needDouble(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, name := range []string{"bug_freed_while_inflight", "bug_unregistered_while_inflight",
-			"bug_unregister_busy", "no_context_errors", "context_mismatch_errors"} {
+			"bug_unregister_busy", "bug_unordered_write", "no_context_errors", "context_mismatch_errors"} {
 			if v := stat(t, name); v != 0 {
 				t.Errorf("double counter %s = %d, want 0", name, v)
 			}

@@ -99,7 +99,7 @@ struct region {
   X(bug_unregistered_while_inflight) X(bug_unregister_busy)                   \
   X(calls_cuCtxCreate) X(calls_cuCtxDestroy) X(user_contexts_live)            \
   X(streams_in_user_contexts) X(host_registers_in_user_contexts)             \
-  X(sticky_errors)
+  X(sticky_errors) X(bug_unordered_write)
 
 FAKE_STATS(STATS);
 
@@ -259,7 +259,25 @@ static CUresult need_device(const void *out, int ordinal) {
   return r == CUDA_SUCCESS && (ordinal < 0 || ordinal >= ndevices) ? CUDA_ERROR_INVALID_DEVICE : r;
 }
 
+/* The stream-ordering check: a write into [p, p+n) while another stream
+ * still has a copy into an overlapping range queued (not yet covered by a
+ * synchronisation) races with it: on a GPU the later-queued write can land
+ * first and be overwritten, as a fill that did not wait for the producer's
+ * stream is. Counted in bug_unordered_write (self: the writer's own stream,
+ * whose queue is ordered; NULL for cuFileRead, which orders with nothing). */
+static void check_ordering(const struct fake_stream *self, const char *p, size_t n) {
+  for (size_t i = 0; i < nstreams; i++) {
+    if (streams[i] == self) continue;
+    for (struct op *o = streams[i]->head; o; o = o->next)
+      if (!o->is_event && !o->done && (const char *)o->dst < p + n && p < (const char *)o->dst + o->n) {
+        bump(S_bug_unordered_write, 1);
+        return;
+      }
+  }
+}
+
 static int enqueue_copy(CUstream s, void *dst, const void *src, size_t n, int src_pinned, int can_defer) {
+  check_ordering(s, dst, n);
   struct op *o = calloc(1, sizeof *o);
   if (!o) return CUDA_ERROR_OUT_OF_MEMORY;
   o->seq = next_seq++;
@@ -300,6 +318,12 @@ EXPORT int fake_cuda_device_range_ok(CUdeviceptr p, size_t n) {
 }
 
 EXPORT CUcontext fake_cuda_current_context(void) { return current; }
+
+EXPORT void fake_cuda_check_write(CUdeviceptr p, size_t n) {
+  pthread_mutex_lock(&mu);
+  check_ordering(NULL, (const char *)(uintptr_t)p, n);
+  pthread_mutex_unlock(&mu);
+}
 
 EXPORT long long fake_cuda_stat(const char *name) {
   /* primary_refs_<d>: device d's primary context references (a gauge). */

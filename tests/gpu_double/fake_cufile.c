@@ -257,6 +257,7 @@ EXPORT ssize_t cuFileRead(CUfileHandle_t fh, void *base, size_t size, off_t file
     if (r == -1) errno = err;
     return r;
   }
+  fake_cuda_check_write(dst, size);
 
   size_t want = size;
   long partial = env_long("FAKE_CUFILE_PARTIAL", 0);
