@@ -91,6 +91,15 @@ func needDouble(t *testing.T) {
 	})
 }
 
+// deferCopies runs the test with the double's deferred copies (a copy lands
+// only when a sync covers it, as on a GPU); nothing against a real driver.
+func deferCopies(t *testing.T) {
+	t.Helper()
+	if doubleDir != "" {
+		t.Setenv("FAKE_CUDA_DEFER_COPIES", "1")
+	}
+}
+
 func stat(t *testing.T, name string) int64 {
 	t.Helper()
 	v, ok := cudaHookStat(name)
@@ -894,6 +903,7 @@ func TestStagerCloseFrees(t *testing.T) {
 
 func TestHBMCache(t *testing.T) {
 	needCUDA(t)
+	deferCopies(t)
 	_, data := testFile(t)
 	const bs = 64 << 10
 	st := new(Stats)
@@ -999,6 +1009,7 @@ func TestHBMCache(t *testing.T) {
 // allocation failure answered by eviction.
 func TestHBMFill(t *testing.T) {
 	needCUDA(t)
+	deferCopies(t)
 	path, data := testFile(t)
 	read, done := fileReader(t, path)
 	defer done()
@@ -1067,6 +1078,7 @@ func allocDevNoFail(t *testing.T, size uint64) devBuf {
 // Concurrent inserts, lookups and removals; every hit has the right bytes.
 func TestHBMConcurrent(t *testing.T) {
 	needCUDA(t)
+	deferCopies(t)
 	_, data := testFile(t)
 	const bs = 16 << 10
 	c, err := NewHBMCache(HBMOptions{Budget: 8 * bs, BlockSize: bs})
