@@ -93,6 +93,20 @@ EXPORT void fake_cufile_reset(void) {
   pthread_mutex_unlock(&mu);
 }
 
+/* cuFile's log: a line appended to $CUFILE_LOGFILE_PATH when that is set (the
+ * real library's highest-priority log location), so scripts that gather the
+ * log can be tested; nothing otherwise. */
+static void log_line(const char *msg) {
+  const char *path = getenv("CUFILE_LOGFILE_PATH");
+  if (!path || !*path) return;
+  FILE *f = fopen(path, "a");
+  if (!f) return;
+  fprintf(f, "fake_cufile: %s\n", msg);
+  fclose(f);
+}
+
+static int compat_mode(void);
+
 EXPORT CUfileError_t cuFileDriverOpen(void) {
   pthread_mutex_lock(&mu);
   stats[S_calls_cuFileDriverOpen]++;
@@ -105,6 +119,10 @@ EXPORT CUfileError_t cuFileDriverOpen(void) {
   else
     stats[S_driver_open] = 1;
   pthread_mutex_unlock(&mu);
+  if (r.err == CU_FILE_SUCCESS)
+    log_line(compat_mode() ? "driver open, running in compatible mode (no nvidia-fs)" : "driver open, nvidia-fs 2.17");
+  else
+    log_line("driver open failed");
   return r;
 }
 
