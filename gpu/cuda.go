@@ -242,7 +242,11 @@ type PointerInfo struct {
 	// driver reports it (0, 0 when it does not).
 	Base uintptr
 	Size uint64
-	ctx  ctxHandle
+	// Managed: the memory is managed (cuMemAllocManaged;
+	// CU_POINTER_ATTRIBUTE_IS_MANAGED), which cuFile cannot read into
+	// (CU_FILE_CUDA_MEMORY_TYPE_INVALID): fill it staged.
+	Managed bool
+	ctx     ctxHandle
 }
 
 // InspectPointer checks that [ptr, ptr+size) is CUDA device memory and
@@ -294,7 +298,7 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 	default:
 		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf("0x%x has CUDA memory type %d, not device memory", ptr, raw.memType)}
 	}
-	info := PointerInfo{Device: raw.ordinal, Base: raw.base, Size: raw.size, ctx: raw.ctx}
+	info := PointerInfo{Device: raw.ordinal, Base: raw.base, Size: raw.size, Managed: raw.managed, ctx: raw.ctx}
 	if raw.size > 0 && (ptr < raw.base || uint64(ptr-raw.base) > raw.size || size > raw.size-uint64(ptr-raw.base)) {
 		return PointerInfo{}, &Error{Kind: KindInvalidPointer, reason: reasonRange, Detail: fmt.Sprintf(
 			"range [0x%x, +%d) runs past its allocation [0x%x, +%d)", ptr, size, raw.base, raw.size)}

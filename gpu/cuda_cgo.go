@@ -148,19 +148,21 @@ static mt_res mt_ctx_device(void *c, int *ordinal) {
 	return r;
 }
 
-// cuda.h: CU_POINTER_ATTRIBUTE_CONTEXT 1, _MEMORY_TYPE 2, _DEVICE_ORDINAL 9,
-// _RANGE_START_ADDR 11, _RANGE_SIZE 12; CU_MEMORYTYPE_DEVICE 2, _UNIFIED 4.
-// Fills *memtype; for device memory also the ordinal, the allocation's
-// context (0 when it has none) and its range (0, 0 when not reported). When
-// DEVICE_ORDINAL is not answered the ordinal is the device of the
-// allocation's context.
+// cuda.h: CU_POINTER_ATTRIBUTE_CONTEXT 1, _MEMORY_TYPE 2, _IS_MANAGED 8,
+// _DEVICE_ORDINAL 9, _RANGE_START_ADDR 11, _RANGE_SIZE 12;
+// CU_MEMORYTYPE_DEVICE 2, _UNIFIED 4. Fills *memtype; for device memory also
+// the ordinal, the allocation's context (0 when it has none), its range (0, 0
+// when not reported) and whether it is managed memory (a boolean read into a
+// zeroed int; 0 when not answered). When DEVICE_ORDINAL is not answered the
+// ordinal is the device of the allocation's context.
 static mt_res mt_pointer_info(mt_dptr p, unsigned *memtype, int *ordinal, uintptr_t *ctx,
-                              mt_dptr *base, unsigned long long *size) {
+                              mt_dptr *base, unsigned long long *size, unsigned *managed) {
 	*memtype = 0;
 	*ordinal = -1;
 	*ctx = 0;
 	*base = 0;
 	*size = 0;
+	*managed = 0;
 	mt_res r = mt_cu.cuPointerGetAttribute(memtype, 2, p);
 	if (r != 0 || (*memtype != 2 && *memtype != 4)) return r;
 	void *c = NULL;
@@ -177,6 +179,8 @@ static mt_res mt_pointer_info(mt_dptr p, unsigned *memtype, int *ordinal, uintpt
 		*base = b;
 		*size = s;
 	}
+	unsigned m = 0;
+	if (mt_cu.cuPointerGetAttribute(&m, 8, p) == 0) *managed = m != 0;
 	return 0;
 }
 
@@ -427,6 +431,7 @@ type rawPointerInfo struct {
 	ctx     ctxHandle
 	base    uintptr
 	size    uint64
+	managed bool
 }
 
 func pointerInfo(p uintptr) (rawPointerInfo, cuResult) {
@@ -435,8 +440,9 @@ func pointerInfo(p uintptr) (rawPointerInfo, cuResult) {
 	var ctx C.uintptr_t
 	var base C.mt_dptr
 	var size C.ulonglong
-	r := C.mt_pointer_info(C.mt_dptr(p), &mt, &ord, &ctx, &base, &size)
-	return rawPointerInfo{uint(mt), int(ord), ctxHandle(ctx), uintptr(base), uint64(size)}, cuResult(r)
+	var managed C.unsigned
+	r := C.mt_pointer_info(C.mt_dptr(p), &mt, &ord, &ctx, &base, &size, &managed)
+	return rawPointerInfo{uint(mt), int(ord), ctxHandle(ctx), uintptr(base), uint64(size), managed != 0}, cuResult(r)
 }
 
 // spanState is mt_pointer_span's verdict on [first, last].

@@ -236,15 +236,6 @@ func (c *HBMCache) Lookup(key BlockKey, blockOff uint64, dst uintptr, n uint64) 
 	return hit[0], err
 }
 
-// HBMCopy is one copy out of the HBM cache for LookupAll: Len bytes at
-// BlockOff of the block Key to device memory at Dst.
-type HBMCopy struct {
-	Key      BlockKey
-	BlockOff uint64
-	Dst      uintptr
-	Len      uint64
-}
-
 // LookupAll copies each entry of cps whose block is cached and holds the
 // range, as Lookup does, but queues all those copies on one stream and waits
 // once (a request's HBM hits cost one wait, not one per block; HBMWaits

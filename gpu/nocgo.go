@@ -33,9 +33,10 @@ func DriverVersion() int { return 0 }
 
 // PointerInfo describes a CUDA device pointer (see the cgo build).
 type PointerInfo struct {
-	Device int
-	Base   uintptr
-	Size   uint64
+	Device  int
+	Base    uintptr
+	Size    uint64
+	Managed bool
 }
 
 // InspectPointer fails with KindUnavailable without cgo.
@@ -107,6 +108,9 @@ func (c *HBMCache) Fill(key BlockKey, n uint64, fill func(dst uintptr) error) (b
 
 // Insert fails with KindUnavailable without cgo.
 func (c *HBMCache) Insert(key BlockKey, src []byte) (bool, error) { return false, unavailable() }
+
+// LookupAll always misses without cgo.
+func (c *HBMCache) LookupAll(cps []HBMCopy) ([]bool, error) { return make([]bool, len(cps)), nil }
 
 // Lookup always misses without cgo.
 func (c *HBMCache) Lookup(key BlockKey, blockOff uint64, dst uintptr, n uint64) (bool, error) {

@@ -123,3 +123,41 @@ func TestGPU_HBMHitsWaitOnce(t *testing.T) {
 		t.Fatalf("HBM hits %d (%d bytes) in %d waits; want 4 (%d bytes) in 1", g.HBMHits, g.HBMHitBytes, g.HBMWaits, hi-lo)
 	}
 }
+
+// Managed memory (cuMemAllocManaged: CU_POINTER_ATTRIBUTE_IS_MANAGED) is
+// filled staged in gds_mode AUTO: cuFile refuses it
+// (CU_FILE_CUDA_MEMORY_TYPE_INVALID), so trying it would only add a
+// fallback per read.
+func TestGPU_ManagedMemoryIsStaged(t *testing.T) {
+	needGPU(t)
+	if gpuDoubleDir == "" {
+		t.Skip("needs the double's managed-memory switch (MEMTIER_GPU_DOUBLE_DIR)")
+	}
+	const n = 8 << 20
+	path := writeP(t, n)
+	want := pfile(0, n)
+	c := newCtx(t, func(o *config.Options) { o.GDSMode = config.GDSAuto })
+	t.Setenv("FAKE_CUDA_MANAGED", "1")
+	dev := devMem(t, n)
+	os.Unsetenv("FAKE_CUDA_MANAGED")
+	for i := 0; i < 2; i++ {
+		if err := c.Read(path, 0, n, devSlice(dev, n), policy.TargetCUDA, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(devBytes(t, dev, n), want) {
+			t.Fatal("bytes differ")
+		}
+	}
+	if s := c.Stats(); s.GDSBytes != 0 || s.StagedBytes != 2*n || s.GDSFallbacks != 0 {
+		t.Fatalf("managed destination: gds %d staged %d fallbacks %d; want 0, %d, 0", s.GDSBytes, s.StagedBytes, s.GDSFallbacks, 2*n)
+	}
+	// Device memory in the same context still goes to GDS.
+	plain := devMem(t, n)
+	c.ResetStats()
+	if err := c.Read(path, 0, n, devSlice(plain, n), policy.TargetCUDA, 0); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.GDSBytes != n {
+		t.Fatalf("device memory after managed: gds %d, want %d", s.GDSBytes, n)
+	}
+}

@@ -31,8 +31,9 @@ import (
 
 // devOpts are what a device request adds to its range.
 type devOpts struct {
-	noHBM bool // skip the HBM tier (filling an HBM block)
-	exact bool // explain: plan what a read would do, without failing for gds_mode REQUIRED
+	noHBM   bool // skip the HBM tier (filling an HBM block)
+	exact   bool // explain: plan what a read would do, without failing for gds_mode REQUIRED
+	managed bool // the destination is managed memory, which cuFile cannot read into
 }
 
 // planDevice plans [off, off+size) of obj (inside it, size > 0) into device
@@ -105,7 +106,7 @@ func (c *Context) planDeviceSource(p *plan, lo, hi uint64, o devOpts) error {
 	if lo >= hi {
 		return nil
 	}
-	d := c.decideDevice(p.obj, lo, hi-lo, 0, 0)
+	d := c.decideDevice(p.obj, lo, hi-lo, 0, 0, o.managed)
 	switch {
 	case d.Path == policy.PathGDS:
 		p.push(span{off: lo, size: hi - lo, tier: tierGDS})
@@ -120,13 +121,17 @@ func (c *Context) planDeviceSource(p *plan, lo, hi uint64, o devOpts) error {
 
 // decideDevice runs policy.DecideGPU for [off, off+size) of obj with hbm and
 // dram bytes of it already cached. GDS needs a local file's O_DIRECT
-// descriptor, so any other source is staged.
-func (c *Context) decideDevice(obj source.Object, off, size, hbm, dram uint64) policy.Decision {
+// descriptor and device memory that is not managed, so anything else is
+// staged.
+func (c *Context) decideDevice(obj source.Object, off, size, hbm, dram uint64, managed bool) policy.Decision {
 	in := policy.GPUInput{Size: size, Off: off, FileSize: obj.Size(), HBMBytes: hbm, CachedBytes: dram,
 		GPUAvailable: true, GDSUnavailable: c.tgt.GDSUnavailable(), FileFallback: c.tgt.FileFallback(obj.Version()),
 		GDSCompat: c.tgt.GDSCompat()}
 	if _, local := obj.(*files.File); !local {
 		in.GDSUnavailable = "GDS reads local files only"
+	}
+	if managed { // cuFile answers CU_FILE_CUDA_MEMORY_TYPE_INVALID
+		in.GDSUnavailable = "the destination is managed memory (cuMemAllocManaged), which cuFile cannot read into"
 	}
 	return policy.DecideGPU(c.gpuPolicy(), in)
 }

@@ -72,6 +72,7 @@ struct region {
   int device;
   CUcontext ctx;
   size_t reserve; /* device memory: the VA range the driver reports (>= size; VMM) */
+  int managed;    /* device memory from "cuMemAllocManaged" (FAKE_CUDA_MANAGED) */
 };
 
 /* ------------------------------------------------------------- counters */
@@ -307,6 +308,14 @@ EXPORT int fake_cuda_is_initialized(void) {
   int r = initialized;
   pthread_mutex_unlock(&mu);
   return r;
+}
+
+EXPORT int fake_cuda_is_managed(CUdeviceptr p) {
+  pthread_mutex_lock(&mu);
+  struct region *r = find((void *)(uintptr_t)p, 0);
+  int m = r && r->kind == KIND_DEVICE && r->managed;
+  pthread_mutex_unlock(&mu);
+  return m;
 }
 
 EXPORT int fake_cuda_device_range_ok(CUdeviceptr p, size_t n) {
@@ -572,6 +581,7 @@ enum {
   ATTR_RANGE_START_ADDR = 11,
   ATTR_RANGE_SIZE = 12,
   ATTR_MAPPED = 13,
+  ATTR_IS_MANAGED = 8,
   MEMORYTYPE_HOST = 1,
   MEMORYTYPE_DEVICE = 2
 };
@@ -617,6 +627,9 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
     case ATTR_MAPPED: /* a boolean; written as one byte */
       *(unsigned char *)data = c < g->base + g->size;
       break;
+    case ATTR_IS_MANAGED: /* a boolean; written as one byte */
+      *(unsigned char *)data = g->kind == KIND_DEVICE && g->managed;
+      break;
     default:
       r = CUDA_ERROR_INVALID_VALUE;
     }
@@ -649,7 +662,8 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
       memset(b, 0xA5, n); /* uninitialised device memory is not zero */
-      if (!add_region((struct region){b, n, KIND_DEVICE, current->device, current, n + (size_t)extra})) {
+      int managed = env_long("FAKE_CUDA_MANAGED", 0) != 0;
+      if (!add_region((struct region){b, n, KIND_DEVICE, current->device, current, n + (size_t)extra, managed})) {
         free(b);
         r = CUDA_ERROR_OUT_OF_MEMORY;
       } else {
@@ -695,7 +709,7 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
     bump(S_failed_host_registers, 1);
     r = CUDA_ERROR_OUT_OF_MEMORY;
   }
-  if (r == CUDA_SUCCESS && !add_region((struct region){p, n, KIND_HOST, current->device, current, n}))
+  if (r == CUDA_SUCCESS && !add_region((struct region){p, n, KIND_HOST, current->device, current, n, 0}))
     r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) {
     bump(S_host_registered_live, 1);

@@ -34,6 +34,7 @@ enum {
   CU_FILE_IO_NOT_SUPPORTED = 5008,
   CU_FILE_CUDA_DRIVER_ERROR = 5011,
   CU_FILE_CUDA_POINTER_INVALID = 5012,
+  CU_FILE_CUDA_MEMORY_TYPE_INVALID = 5013,
   CU_FILE_CUDA_POINTER_RANGE_ERROR = 5014,
   CU_FILE_INVALID_FILE_TYPE = 5018,
   CU_FILE_INVALID_VALUE = 5022,
@@ -251,6 +252,9 @@ EXPORT ssize_t cuFileRead(CUfileHandle_t fh, void *base, size_t size, off_t file
   } else if (!fake_cuda_device_range_ok((CUdeviceptr)(uintptr_t)base, 1)) {
     stats[S_bad_pointer_errors]++;
     r = -CU_FILE_CUDA_POINTER_INVALID;
+  } else if (fake_cuda_is_managed((CUdeviceptr)(uintptr_t)base)) {
+    stats[S_bad_pointer_errors]++;
+    r = -CU_FILE_CUDA_MEMORY_TYPE_INVALID; /* cuFile reads into device memory only */
   } else if (size > 0 && !fake_cuda_device_range_ok(dst, size)) {
     stats[S_bad_pointer_errors]++;
     r = -CU_FILE_CUDA_POINTER_RANGE_ERROR;
