@@ -17,9 +17,11 @@
 #                       (GPU_CHECK_BUDGET), so `run` ends within 300 s
 #   --require-gpu       exit 1 when this is not a GPU machine (default: every step SKIPs, exit 0)
 #   --no-bench-report   leave out the last step (the CPU benchmark report's rows,
-#                       scripts/bench_report.py --quick --no-remote with the carried
-#                       benchmarks: the S3 rows need versitygw, which the GPU machine cannot
-#                       fetch; the earlier steps leave it GPU_CHECK_REPORT_SECS of the budget)
+#                       scripts/bench_report.py --quick --no-remote --large-size 512 MiB
+#                       with the carried benchmarks: the S3 rows need versitygw, which the
+#                       GPU machine cannot fetch; the earlier steps leave it
+#                       GPU_CHECK_REPORT_SECS of the budget, and a report that does not
+#                       finish in what is left is a SKIP that says so)
 #
 # One call on a device (README.md, "GPU target and GDS"): carry ["build-gpu"], timeout_s 360,
 # command
@@ -702,10 +704,12 @@ bench_report_step() {
     run_cmd "$name" "$limit" "$root" env PYTHONPATH="$pp${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
       MEMTIER_LIBRARY="$dir/lib/libmemtier.so" TMPDIR="$bench_tmp" \
       python3 "$root/scripts/bench_report.py" --build "$dir/bench" --python python3 --quick --no-remote \
+      --large-size $((512 << 20)) \
       --out "$results_dir/bench_report"
     case $CMD_RC in
       0) step "$name" PASS "$(grep -m1 -o 'targets met: .*' "$CMD_LOG"); see $(rel "$results_dir")/bench_report/" "$CMD_SECS" ;;
-      124 | 137) step "$name" FAIL "timed out after ${limit}s" "$CMD_SECS" ;;
+      # Out of the budget is not a broken check: the report is the run's optional tail.
+      124 | 137) step "$name" SKIP "did not finish in the ${limit}s left of the budget (GPU_CHECK_BUDGET, GPU_CHECK_REPORT_SECS)" "$CMD_SECS" ;;
       *) step "$name" FAIL "exit $CMD_RC: $CMD_LAST" "$CMD_SECS" ;;
     esac
     rm -f "$CMD_LOG"
