@@ -82,3 +82,36 @@ def test_help_changes_nothing(tmp_path, fake_dir, args):
 def test_run_needs_prepare(tmp_path):
     r = _run(["run", str(tmp_path / "nothing")], tmp_path)
     assert r.returncode == 2 and "run 'scripts/gpu_check.sh prepare' first" in r.stderr
+
+
+def _loader_has_cufile() -> bool:
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "libcufile.so.0" in out
+
+
+@pytest.mark.skipif(_loader_has_cufile(), reason="this machine's loader cache has a libcufile (it comes first)")
+@pytest.mark.parametrize("layout", ["nvidia/cu13/lib", "nvidia/cufile/lib", "nvidia/cu12/lib", None])
+def test_find_cufile_layouts(tmp_path, layout):
+    # find_cufile looks in the CUDA 13 and 12 wheels' layouts, then the copy that
+    # prepare carries in DIR/cufile (no toolkit under /usr/local/cuda here).
+    if any(os.path.exists(p) for p in ("/usr/local/cuda/lib64/libcufile.so.0",
+                                       "/usr/lib/x86_64-linux-gnu/libcufile.so.0")):
+        pytest.skip("this machine has a toolkit libcufile (it comes first)")
+    site, d = tmp_path / "site", tmp_path / "build-gpu"
+    (d / "cufile").mkdir(parents=True)
+    (d / "cufile" / "libcufile.so.0").write_bytes(b"")
+    want = d / "cufile" / "libcufile.so.0"
+    if layout:
+        (site / layout).mkdir(parents=True)
+        (site / layout / "libcufile.so.0").write_bytes(b"")
+        want = site / layout / "libcufile.so.0"
+    script = (f'root={REPO!r}; dir={str(d)!r}; rel() {{ echo "$1"; }}; '
+              f'eval "$(sed -n \'/^find_cufile() {{/,/^}}/p\' {SCRIPT!r})"; '
+              'unset MEMTIER_CUFILE_LIBRARY; find_cufile; echo "$MEMTIER_CUFILE_LIBRARY"')
+    env = dict(os.environ, PYTHONPATH=str(site))
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == str(want)
