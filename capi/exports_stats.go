@@ -58,8 +58,11 @@ func mtgo_capabilities(id C.uint64_t, out *C.uint64_t) C.int {
 		if gpu.Available() {
 			caps |= C.MEMTIER_CAP_CUDA
 			if o.GDSMode != config.GDSOff {
-				if _, err := gpu.OpenGDS(nil); err == nil {
+				if g, err := gpu.OpenGDS(nil); err == nil {
 					caps |= C.MEMTIER_CAP_GDS
+					if g.Compat() {
+						caps |= C.MEMTIER_CAP_GDS_COMPAT
+					}
 				}
 			}
 		}

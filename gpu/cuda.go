@@ -147,15 +147,36 @@ func DriverVersion() int {
 	return state.Load().version
 }
 
+// stickyHint is added to the message of a sticky error.
+const stickyHint = "a sticky CUDA error: this process's CUDA context (torch's too) is unusable " +
+	"and every later CUDA call fails; restart the process"
+
+// stickyCodes are the CUresults after which the context cannot be used
+// again in this process: "the process must be terminated and relaunched"
+// (cuda.h on CUDA_ERROR_ILLEGAL_ADDRESS, _HARDWARE_STACK_ERROR,
+// _ILLEGAL_INSTRUCTION, _MISALIGNED_ADDRESS, _INVALID_ADDRESS_SPACE,
+// _INVALID_PC, _LAUNCH_FAILED; see CUresult in
+// https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+var stickyCodes = map[cuResult]bool{700: true, 714: true, 715: true, 716: true, 717: true, 718: true, 719: true}
+
 // cudaError wraps a failed driver call. CUDA_ERROR_OUT_OF_MEMORY is always
-// KindNoMemory.
+// KindNoMemory; a sticky error is always KindCUDA (whatever call returned
+// it, the context is dead, so "cannot pin" or "no device" would mislead)
+// and says so.
 func cudaError(kind Kind, op string, r cuResult) *Error {
-	if r == cudaErrorOutOfMemory {
+	sticky := stickyCodes[r]
+	switch {
+	case r == cudaErrorOutOfMemory:
 		kind = KindNoMemory
+	case sticky:
+		kind = KindCUDA
 	}
 	e := &Error{Kind: kind, Op: op, Code: int(r), CodeName: errorName(r)}
 	if kind == KindCUDA {
 		e.reason = "cuda_error"
+	}
+	if sticky {
+		e.Detail = stickyHint
 	}
 	return e
 }
@@ -221,7 +242,11 @@ type PointerInfo struct {
 	// driver reports it (0, 0 when it does not).
 	Base uintptr
 	Size uint64
-	ctx  ctxHandle
+	// Managed: the memory is managed (cuMemAllocManaged;
+	// CU_POINTER_ATTRIBUTE_IS_MANAGED), which cuFile cannot read into
+	// (CU_FILE_CUDA_MEMORY_TYPE_INVALID): fill it staged.
+	Managed bool
+	ctx     ctxHandle
 }
 
 // InspectPointer checks that [ptr, ptr+size) is CUDA device memory and
@@ -255,6 +280,9 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 	if r == cudaErrorInvalidCtx {
 		r = queryInActiveContext(query)
 	}
+	if r != cudaSuccess && stickyCodes[r] {
+		return PointerInfo{}, cudaError(KindCUDA, "cuPointerGetAttribute", r)
+	}
 	if r != cudaSuccess {
 		e := cudaError(KindInvalidPointer, "cuPointerGetAttribute", r)
 		e.Detail = fmt.Sprintf("0x%x is not CUDA memory", ptr)
@@ -270,9 +298,9 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 	default:
 		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf("0x%x has CUDA memory type %d, not device memory", ptr, raw.memType)}
 	}
-	info := PointerInfo{Device: raw.ordinal, Base: raw.base, Size: raw.size, ctx: raw.ctx}
+	info := PointerInfo{Device: raw.ordinal, Base: raw.base, Size: raw.size, Managed: raw.managed, ctx: raw.ctx}
 	if raw.size > 0 && (ptr < raw.base || uint64(ptr-raw.base) > raw.size || size > raw.size-uint64(ptr-raw.base)) {
-		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, reason: reasonRange, Detail: fmt.Sprintf(
 			"range [0x%x, +%d) runs past its allocation [0x%x, +%d)", ptr, size, raw.base, raw.size)}
 	}
 	// For VMM memory (PyTorch expandable segments) and memory pools the range
@@ -281,13 +309,13 @@ func InspectPointer(ptr uintptr, size uint64) (PointerInfo, error) {
 	// https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html).
 	switch span {
 	case spanOutsideRange:
-		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, reason: reasonRange, Detail: fmt.Sprintf(
 			"range [0x%x, +%d) runs past its allocation: its last byte is not in the allocation's range", ptr, size)}
 	case spanFirstUnmapped:
 		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
 			"0x%x is reserved but not mapped device memory", ptr)}
 	case spanLastUnmapped:
-		return PointerInfo{}, &Error{Kind: KindInvalidPointer, Detail: fmt.Sprintf(
+		return PointerInfo{}, &Error{Kind: KindInvalidPointer, reason: reasonRange, Detail: fmt.Sprintf(
 			"range [0x%x, +%d) runs past the mapped memory of its allocation [0x%x, +%d reserved)",
 			ptr, size, raw.base, raw.size)}
 	}
@@ -419,20 +447,24 @@ func CopyFromDevice(dst []byte, src uintptr) error {
 
 // ---------------------------------------------------------------- streams
 
-// Per-context pools of non-blocking streams for one-shot copies
-// (CopyToDevice, the HBM cache). Streams are never destroyed while the
-// process lives (they are small; no exit-path CUDA calls).
+// Per-device pools of non-blocking streams for one-shot copies
+// (CopyToDevice, the HBM cache), in each device's primary context (retained
+// for the life of the process, so a handle never outlives its context or is
+// confused with one of a later context at the same address). Streams are
+// never destroyed while the process lives (they are small; no exit-path CUDA
+// calls).
 var (
 	streamMu    sync.Mutex
-	streamPools = map[ctxHandle][]streamHandle{}
+	streamPools = map[int][]streamHandle{}
 )
 
-// getStream returns a stream of ctx; ctx must be current.
-func getStream(ctx ctxHandle) (streamHandle, error) {
+// getStream returns a stream of device dev; dev's primary context must be
+// current.
+func getStream(dev int) (streamHandle, error) {
 	streamMu.Lock()
-	if l := streamPools[ctx]; len(l) > 0 {
+	if l := streamPools[dev]; len(l) > 0 {
 		s := l[len(l)-1]
-		streamPools[ctx] = l[:len(l)-1]
+		streamPools[dev] = l[:len(l)-1]
 		streamMu.Unlock()
 		return s, nil
 	}
@@ -444,43 +476,64 @@ func getStream(ctx ctxHandle) (streamHandle, error) {
 	return s, nil
 }
 
-// putStream returns s to ctx's pool, or destroys it after an error (ctx
-// current) so a stream in an unknown state is not reused.
-func putStream(ctx ctxHandle, s streamHandle, failed bool) {
+// putStream returns s to dev's pool, or destroys it after an error (dev's
+// primary context current) so a stream in an unknown state is not reused.
+func putStream(dev int, s streamHandle, failed bool) {
 	if failed {
 		_ = streamDestroy(s)
 		return
 	}
 	streamMu.Lock()
-	streamPools[ctx] = append(streamPools[ctx], s)
+	streamPools[dev] = append(streamPools[dev], s)
 	streamMu.Unlock()
 }
 
-// copyHostToDevice copies src to dst on a pooled stream of ctx and waits
-// (ctx current).
-func copyHostToDevice(ctx ctxHandle, dst uintptr, src []byte) error {
-	s, err := getStream(ctx)
+// copyHostToDevice copies src to dst on a pooled stream of device dev and
+// waits (dev's primary context current).
+func copyHostToDevice(dev int, dst uintptr, src []byte) error {
+	s, err := getStream(dev)
 	if err != nil {
 		return err
 	}
 	r := htodSync(dst, src, s)
-	putStream(ctx, s, r != cudaSuccess)
+	putStream(dev, s, r != cudaSuccess)
 	if r != cudaSuccess {
 		return cudaError(KindCUDA, "cuMemcpyHtoDAsync", r)
 	}
 	return nil
 }
 
-// copyDeviceToDevice copies n bytes from src to dst and waits (ctx current).
-func copyDeviceToDevice(ctx ctxHandle, dst, src uintptr, n uint64) error {
-	s, err := getStream(ctx)
+// dtodCopy is one device-to-device copy of copyDevicesToDevice.
+type dtodCopy struct {
+	dst, src uintptr
+	n        uint64
+}
+
+// copyDevicesToDevice queues every copy on one pooled stream of device dev
+// and waits once, for all of them (dev's primary context current). After a
+// failed enqueue it still waits for the copies already queued, so none
+// outlives the call.
+func copyDevicesToDevice(dev int, cps []dtodCopy) error {
+	s, err := getStream(dev)
 	if err != nil {
 		return err
 	}
-	r := dtodSync(dst, src, n, s)
-	putStream(ctx, s, r != cudaSuccess)
-	if r != cudaSuccess {
-		return cudaError(KindCUDA, "cuMemcpyDtoDAsync", r)
+	var e *Error
+	for _, cp := range cps {
+		if cp.n == 0 {
+			continue
+		}
+		if r := dtodAsync(cp.dst, cp.src, cp.n, s); r != cudaSuccess {
+			e = cudaError(KindCUDA, "cuMemcpyDtoDAsync", r)
+			break
+		}
+	}
+	if r := streamSync(s); r != cudaSuccess && e == nil {
+		e = cudaError(KindCUDA, "cuStreamSynchronize", r)
+	}
+	putStream(dev, s, e != nil)
+	if e != nil {
+		return e
 	}
 	return nil
 }

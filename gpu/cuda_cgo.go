@@ -148,19 +148,21 @@ static mt_res mt_ctx_device(void *c, int *ordinal) {
 	return r;
 }
 
-// cuda.h: CU_POINTER_ATTRIBUTE_CONTEXT 1, _MEMORY_TYPE 2, _DEVICE_ORDINAL 9,
-// _RANGE_START_ADDR 11, _RANGE_SIZE 12; CU_MEMORYTYPE_DEVICE 2, _UNIFIED 4.
-// Fills *memtype; for device memory also the ordinal, the allocation's
-// context (0 when it has none) and its range (0, 0 when not reported). When
-// DEVICE_ORDINAL is not answered the ordinal is the device of the
-// allocation's context.
+// cuda.h: CU_POINTER_ATTRIBUTE_CONTEXT 1, _MEMORY_TYPE 2, _IS_MANAGED 8,
+// _DEVICE_ORDINAL 9, _RANGE_START_ADDR 11, _RANGE_SIZE 12;
+// CU_MEMORYTYPE_DEVICE 2, _UNIFIED 4. Fills *memtype; for device memory also
+// the ordinal, the allocation's context (0 when it has none), its range (0, 0
+// when not reported) and whether it is managed memory (a boolean read into a
+// zeroed int; 0 when not answered). When DEVICE_ORDINAL is not answered the
+// ordinal is the device of the allocation's context.
 static mt_res mt_pointer_info(mt_dptr p, unsigned *memtype, int *ordinal, uintptr_t *ctx,
-                              mt_dptr *base, unsigned long long *size) {
+                              mt_dptr *base, unsigned long long *size, unsigned *managed) {
 	*memtype = 0;
 	*ordinal = -1;
 	*ctx = 0;
 	*base = 0;
 	*size = 0;
+	*managed = 0;
 	mt_res r = mt_cu.cuPointerGetAttribute(memtype, 2, p);
 	if (r != 0 || (*memtype != 2 && *memtype != 4)) return r;
 	void *c = NULL;
@@ -177,6 +179,8 @@ static mt_res mt_pointer_info(mt_dptr p, unsigned *memtype, int *ordinal, uintpt
 		*base = b;
 		*size = s;
 	}
+	unsigned m = 0;
+	if (mt_cu.cuPointerGetAttribute(&m, 8, p) == 0) *managed = m != 0;
 	return 0;
 }
 
@@ -241,17 +245,17 @@ static mt_res mt_pinned_free(void *p, size_t n) {
 static mt_res mt_htod_async(mt_dptr dst, void *src, size_t n, uintptr_t s) {
 	return mt_cu.cuMemcpyHtoDAsync(dst, src, n, (void *)s);
 }
+static mt_res mt_stream_sync(uintptr_t s);
 // One async copy from (possibly pageable, possibly Go) memory and the
-// stream's sync in the same C call, so the driver holds src only during it.
+// stream's (blocking) sync in the same C call, so the driver holds src only
+// during it.
 static mt_res mt_htod_sync(mt_dptr dst, const void *src, size_t n, uintptr_t s) {
 	mt_res r = mt_cu.cuMemcpyHtoDAsync(dst, src, n, (void *)s);
-	mt_res r2 = mt_cu.cuStreamSynchronize((void *)s);
+	mt_res r2 = mt_stream_sync(s);
 	return r != 0 ? r : r2;
 }
-static mt_res mt_dtod_sync(mt_dptr dst, mt_dptr src, size_t n, uintptr_t s) {
-	mt_res r = mt_cu.cuMemcpyDtoDAsync(dst, src, n, (void *)s);
-	mt_res r2 = mt_cu.cuStreamSynchronize((void *)s);
-	return r != 0 ? r : r2;
+static mt_res mt_dtod_async(mt_dptr dst, mt_dptr src, size_t n, uintptr_t s) {
+	return mt_cu.cuMemcpyDtoDAsync(dst, src, n, (void *)s);
 }
 static mt_res mt_dtoh(void *dst, mt_dptr src, size_t n) { return mt_cu.cuMemcpyDtoH(dst, src, n); }
 
@@ -308,6 +312,23 @@ static long long mt_hook_stat(uintptr_t lib, const char *fn, const char *name) {
 	long long (*f)(const char *);
 	*(void **)&f = lib ? dlsym((void *)lib, fn) : NULL;
 	return f ? f(name) : -2;
+}
+// Tests only: a context of the test's own (cuCtxCreate_v2, left current on
+// this thread) or its destruction (cuCtxDestroy_v2), resolved when called;
+// -1 when the library lacks the call.
+static mt_res mt_hook_ctx_create(uintptr_t lib, int dev, uintptr_t *ctx) {
+	mt_res (*f)(void **, unsigned, int);
+	*(void **)&f = lib ? dlsym((void *)lib, "cuCtxCreate_v2") : NULL;
+	if (!f) return -1;
+	void *c = NULL;
+	mt_res r = f(&c, 0, dev);
+	*ctx = (uintptr_t)c;
+	return r;
+}
+static mt_res mt_hook_ctx_destroy(uintptr_t lib, uintptr_t ctx) {
+	mt_res (*f)(void *);
+	*(void **)&f = lib ? dlsym((void *)lib, "cuCtxDestroy_v2") : NULL;
+	return f ? f((void *)ctx) : -1;
 }
 static int mt_hook_call(uintptr_t lib, const char *fn) {
 	void (*f)(void);
@@ -410,6 +431,7 @@ type rawPointerInfo struct {
 	ctx     ctxHandle
 	base    uintptr
 	size    uint64
+	managed bool
 }
 
 func pointerInfo(p uintptr) (rawPointerInfo, cuResult) {
@@ -418,8 +440,9 @@ func pointerInfo(p uintptr) (rawPointerInfo, cuResult) {
 	var ctx C.uintptr_t
 	var base C.mt_dptr
 	var size C.ulonglong
-	r := C.mt_pointer_info(C.mt_dptr(p), &mt, &ord, &ctx, &base, &size)
-	return rawPointerInfo{uint(mt), int(ord), ctxHandle(ctx), uintptr(base), uint64(size)}, cuResult(r)
+	var managed C.unsigned
+	r := C.mt_pointer_info(C.mt_dptr(p), &mt, &ord, &ctx, &base, &size, &managed)
+	return rawPointerInfo{uint(mt), int(ord), ctxHandle(ctx), uintptr(base), uint64(size), managed != 0}, cuResult(r)
 }
 
 // spanState is mt_pointer_span's verdict on [first, last].
@@ -470,8 +493,9 @@ func htodSync(dst uintptr, src []byte, s streamHandle) cuResult {
 	return cuResult(C.mt_htod_sync(C.mt_dptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), C.uintptr_t(s)))
 }
 
-func dtodSync(dst, src uintptr, n uint64, s streamHandle) cuResult {
-	return cuResult(C.mt_dtod_sync(C.mt_dptr(dst), C.mt_dptr(src), C.size_t(n), C.uintptr_t(s)))
+// dtodAsync enqueues a device-to-device copy on s.
+func dtodAsync(dst, src uintptr, n uint64, s streamHandle) cuResult {
+	return cuResult(C.mt_dtod_async(C.mt_dptr(dst), C.mt_dptr(src), C.size_t(n), C.uintptr_t(s)))
 }
 
 func dtoh(dst []byte, src uintptr) cuResult {
@@ -531,6 +555,19 @@ func hookStat(lib uintptr, fn, name string) (int64, bool) {
 	return v, v >= 0
 }
 
+// hookCtxCreate and hookCtxDestroy make and destroy a context of the
+// caller's own on the loaded driver (tests of context ownership); the new
+// context is current on the calling thread, which the caller locks.
+func hookCtxCreate(dev int) (ctxHandle, cuResult) {
+	var c C.uintptr_t
+	r := C.mt_hook_ctx_create(C.uintptr_t(cudaLibHandle()), C.int(dev), &c)
+	return ctxHandle(c), cuResult(r)
+}
+
+func hookCtxDestroy(c ctxHandle) cuResult {
+	return cuResult(C.mt_hook_ctx_destroy(C.uintptr_t(cudaLibHandle()), C.uintptr_t(c)))
+}
+
 func hookCall(lib uintptr, fn string) bool {
 	cfn := C.CString(fn)
 	defer C.free(unsafe.Pointer(cfn))
@@ -544,7 +581,9 @@ var cudaErrorNames = map[cuResult]string{
 	100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE", 201: "CUDA_ERROR_INVALID_CONTEXT",
 	304: "CUDA_ERROR_OPERATING_SYSTEM", 400: "CUDA_ERROR_INVALID_HANDLE", 600: "CUDA_ERROR_NOT_READY",
 	700: "CUDA_ERROR_ILLEGAL_ADDRESS", 712: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
-	713: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", 719: "CUDA_ERROR_LAUNCH_FAILED",
+	713: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", 714: "CUDA_ERROR_HARDWARE_STACK_ERROR",
+	715: "CUDA_ERROR_ILLEGAL_INSTRUCTION", 716: "CUDA_ERROR_MISALIGNED_ADDRESS",
+	717: "CUDA_ERROR_INVALID_ADDRESS_SPACE", 718: "CUDA_ERROR_INVALID_PC", 719: "CUDA_ERROR_LAUNCH_FAILED",
 	801: "CUDA_ERROR_NOT_SUPPORTED", 803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
 	804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", 999: "CUDA_ERROR_UNKNOWN",
 }

@@ -36,8 +36,11 @@ func doubleConfig() Config {
 
 func TestMain(m *testing.M) {
 	if doubleDir != "" {
-		// Two fake devices (fixed at the double's first cuInit).
-		os.Setenv("FAKE_CUDA_DEVICES", "2")
+		// Two fake devices (fixed at the double's first cuInit), unless the
+		// caller asks for another number (FAKE_CUDA_DEVICES=1: a one-GPU host).
+		if os.Getenv("FAKE_CUDA_DEVICES") == "" {
+			os.Setenv("FAKE_CUDA_DEVICES", "2")
+		}
 		if err := Configure(doubleConfig()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -77,7 +80,7 @@ func needDouble(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, name := range []string{"bug_freed_while_inflight", "bug_unregistered_while_inflight",
-			"bug_unregister_busy", "no_context_errors", "context_mismatch_errors"} {
+			"bug_unregister_busy", "bug_unordered_write", "no_context_errors", "context_mismatch_errors"} {
 			if v := stat(t, name); v != 0 {
 				t.Errorf("double counter %s = %d, want 0", name, v)
 			}
@@ -86,6 +89,15 @@ func needDouble(t *testing.T) {
 			t.Errorf("%d copies still queued after the test", v)
 		}
 	})
+}
+
+// deferCopies runs the test with the double's deferred copies (a copy lands
+// only when a sync covers it, as on a GPU); nothing against a real driver.
+func deferCopies(t *testing.T) {
+	t.Helper()
+	if doubleDir != "" {
+		t.Setenv("FAKE_CUDA_DEFER_COPIES", "1")
+	}
 }
 
 func stat(t *testing.T, name string) int64 {
@@ -518,8 +530,8 @@ func TestStagedOverlap(t *testing.T) {
 				"max_inflight":              int64(depth),
 				"copies_pinned":             chunks,
 				"copies_pageable":           1,                         // allocDev's guard fill (CopyToDevice)
-				"calls_cuEventSynchronize":  chunks - int64(depth) + 1, // + the final wait
-				"calls_cuStreamSynchronize": 1,                         // the guard fill
+				"calls_cuEventSynchronize":  chunks - int64(depth) + 2, // + the final wait and the guard fill's
+				"calls_cuStreamSynchronize": 0,                         // every wait blocks on an event
 				"inflight":                  0,
 			}
 			for name, w := range want {
@@ -582,12 +594,12 @@ func TestStagedConcurrent(t *testing.T) {
 	}
 }
 
-// The caller's current context on its thread is restored.
+// The caller's current context on its thread is restored: none, the
+// destination's own (device 0's primary context), and, where there is a
+// second device, another device's. It runs on a one-GPU machine too, where
+// torch's interop depends on it as much.
 func TestContextRestored(t *testing.T) {
 	needCUDA(t)
-	if DeviceCount() < 2 {
-		t.Skip("needs two devices")
-	}
 	path, data := testFile(t)
 	read, done := fileReader(t, path)
 	defer done()
@@ -599,7 +611,11 @@ func TestContextRestored(t *testing.T) {
 	d := allocDev(t, 0, 300<<10)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	for _, mine := range []uintptr{0, primaryContextForTest(1)} {
+	mines := []uintptr{0, primaryContextForTest(0)}
+	if DeviceCount() > 1 {
+		mines = append(mines, primaryContextForTest(1))
+	}
+	for _, mine := range mines {
 		if !setContextForTest(mine) {
 			t.Fatal("cuCtxSetCurrent")
 		}
@@ -749,17 +765,31 @@ func TestCopyFailure(t *testing.T) {
 	if v := stat(t, "inflight"); v != 0 {
 		t.Fatalf("%d copies queued after a failed copy", v)
 	}
-	err = s.CopyToDevice(d.ptr, []byte("abc"))
-	wantKind(t, err, KindCUDA)
+	// CUDA_ERROR_ILLEGAL_ADDRESS is sticky: the context is dead, and every
+	// later call says so instead of, say, "cannot pin a buffer".
 	os.Unsetenv("FAKE_CUDA_FAIL_COPY_AFTER")
+	wantSticky(t, s.CopyToDevice(d.ptr, []byte("abc")))
+	wantSticky(t, s.ReadToDevice(d.ptr, d.size, read, 0))
+	cudaHookReset() // the double's stand-in for a new process
 	if err := s.ReadToDevice(d.ptr, d.size, read, 0); err != nil {
 		t.Fatal(err)
 	}
 	d.check(t, data[:d.size])
 }
 
+// wantSticky checks that err is the sticky-error answer of a dead context.
+func wantSticky(t *testing.T, err error) {
+	t.Helper()
+	e := wantKind(t, err, KindCUDA)
+	if e.CodeName != "CUDA_ERROR_ILLEGAL_ADDRESS" || !strings.Contains(e.Error(), stickyHint) {
+		t.Fatalf("after a sticky error: %v", e)
+	}
+}
+
 // A failed synchronisation retires the lane (its buffers may still be in a
-// DMA); the Stager keeps working with a fresh one.
+// DMA); the error is sticky, so the next call fails too, and once the
+// context is usable again (a new process; here the double's reset) the
+// Stager works with a fresh lane.
 func TestSyncFailure(t *testing.T) {
 	needDouble(t)
 	path, data := testFile(t)
@@ -775,6 +805,8 @@ func TestSyncFailure(t *testing.T) {
 	cudaHookReset()
 	wantKind(t, s.ReadToDevice(d.ptr, d.size, read, 0), KindCUDA)
 	os.Unsetenv("FAKE_CUDA_FAIL_SYNC_AFTER")
+	wantSticky(t, s.ReadToDevice(d.ptr, d.size, read, 0))
+	cudaHookReset() // a new process, as far as the double goes
 	if err := s.ReadToDevice(d.ptr, d.size, read, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -871,6 +903,7 @@ func TestStagerCloseFrees(t *testing.T) {
 
 func TestHBMCache(t *testing.T) {
 	needCUDA(t)
+	deferCopies(t)
 	_, data := testFile(t)
 	const bs = 64 << 10
 	st := new(Stats)
@@ -976,6 +1009,7 @@ func TestHBMCache(t *testing.T) {
 // allocation failure answered by eviction.
 func TestHBMFill(t *testing.T) {
 	needCUDA(t)
+	deferCopies(t)
 	path, data := testFile(t)
 	read, done := fileReader(t, path)
 	defer done()
@@ -1044,6 +1078,7 @@ func allocDevNoFail(t *testing.T, size uint64) devBuf {
 // Concurrent inserts, lookups and removals; every hit has the right bytes.
 func TestHBMConcurrent(t *testing.T) {
 	needCUDA(t)
+	deferCopies(t)
 	_, data := testFile(t)
 	const bs = 16 << 10
 	c, err := NewHBMCache(HBMOptions{Budget: 8 * bs, BlockSize: bs})

@@ -8,6 +8,7 @@ package gpu
 // fallback and the fork hint.
 
 import (
+	"bytes"
 	"runtime"
 	"strings"
 	"testing"
@@ -207,5 +208,66 @@ func TestInitAfterForkHint(t *testing.T) {
 		if !strings.Contains(r, w) {
 			t.Fatalf("Reason %q lacks %q", r, w)
 		}
+	}
+}
+
+// Memory of a context the caller made and destroys itself (cuCtxCreate)
+// is filled through the device's retained primary context: the pinned
+// buffers and the streams never belong to the caller's context, so after it
+// is destroyed the Stager still copies from pinned memory and closes
+// cleanly.
+func TestStagerUsesPrimaryContext(t *testing.T) {
+	needDouble(t)
+	t.Setenv("FAKE_CUDA_DEFER_COPIES", "1")
+	path, data := testFile(t)
+	read, done := fileReader(t, path)
+	defer done()
+	s, err := NewStager(StagerOptions{ChunkSize: 64 << 10, Lanes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	prev := currentContextForTest()
+	defer setContextForTest(prev)
+	user, r := hookCtxCreate(0)
+	if r != cudaSuccess {
+		t.Fatalf("cuCtxCreate: %d", r)
+	}
+	const n = 300 << 10
+	p, r := cuMemAlloc(n) // in the user's context, current now
+	if r != cudaSuccess {
+		t.Fatalf("cuMemAlloc: %d", r)
+	}
+	if err := s.ReadToDevice(uintptr(p), n, read, 3); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, n)
+	if err := CopyFromDevice(got, uintptr(p)); err != nil || !bytes.Equal(got, data[3:3+n]) {
+		t.Fatalf("bytes into the user context's memory differ (%v)", err)
+	}
+	if c := currentContextForTest(); c != uintptr(user) {
+		t.Fatalf("current context %#x after the read, want the user's %#x", c, user)
+	}
+	for _, name := range []string{"streams_in_user_contexts", "host_registers_in_user_contexts"} {
+		if v := stat(t, name); v != 0 {
+			t.Errorf("%s = %d, want 0 (staging state belongs to the primary context)", name, v)
+		}
+	}
+	if r := hookCtxDestroy(user); r != cudaSuccess {
+		t.Fatalf("cuCtxDestroy: %d", r)
+	}
+	setContextForTest(prev)
+	d := allocDev(t, 0, n)
+	cudaHookReset()
+	if err := s.ReadToDevice(d.ptr, d.size, read, 11); err != nil {
+		t.Fatal(err)
+	}
+	d.check(t, data[11:11+n])
+	if v := stat(t, "copies_pageable"); v != 0 {
+		t.Errorf("copies_pageable = %d after the user context died, want 0 (buffers still pinned)", v)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close after the user context died: %v", err)
 	}
 }

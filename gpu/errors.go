@@ -121,9 +121,10 @@ func (e *Error) Fallback() bool {
 }
 
 // Reason is a short, stable key for counting fallbacks (Stats.Fallback):
-// "cuda_unavailable", "cufile_unavailable", "gds_driver_open",
+// "cuda_unavailable", "cufile_unavailable", "gds_driver_open", "gds_compat",
 // "fs_unsupported", "gds_register", "gds_read", "no_memory", "cuda_error",
-// "invalid_pointer", "closed", "invalid_arg".
+// "invalid_pointer", "invalid_range" (device memory, but the range runs past
+// its allocation or its mapped part), "closed", "invalid_arg".
 func (e *Error) Reason() string {
 	if e.reason != "" {
 		return e.reason
@@ -164,6 +165,19 @@ func FallbackReason(err error) (string, bool) {
 		return e.Reason(), true
 	}
 	return "", false
+}
+
+// reasonRange marks a KindInvalidPointer error about the length of a
+// request into device memory, not about the pointer itself.
+const reasonRange = "invalid_range"
+
+// RangeError reports whether err says that a device pointer is valid but
+// the requested range runs past its allocation (or past its mapped memory,
+// for VMM and pool allocations), so messages need not call it "not device
+// memory".
+func RangeError(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindInvalidPointer && e.reason == reasonRange
 }
 
 // bufferCodes are the CUfileOpError values (cufile.h) that are about the

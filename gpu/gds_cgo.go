@@ -10,6 +10,7 @@ package gpu
 // value of a CUfileOpError.
 
 /*
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct mt_cufile {
 	mt_cufile_error (*handleRegister)(void **, mt_cufile_descr *);
 	void (*handleDeregister)(void *);
 	ssize_t (*read)(void *, void *, size_t, off_t, off_t);
+	mt_cufile_error (*driverGetProperties)(void *); // optional
 };
 static struct mt_cufile mt_cf;
 
@@ -49,7 +51,26 @@ static int mt_cufile_load(const char *path, char *err, size_t errlen) {
 	};
 	int rc = mt_dl_load(path, &t.lib, syms, sizeof syms / sizeof syms[0], "", err, errlen);
 	if (rc != 0) return rc;
+	*(void **)&t.driverGetProperties = dlsym(t.lib, "cuFileDriverGetProperties");
 	mt_cf = t;
+	return 0;
+}
+
+// cuFileDriverGetProperties' leading fields, as cufile.h lays out
+// CUfileDrvProps_t: nvfs.major_version and nvfs.minor_version (unsigned ints
+// at 0 and 4), then two size_t, then nvfs.dstatusflags (unsigned at 24). The
+// struct is read into a zeroed buffer larger than any version of it. -1 when
+// the library lacks the call, else its CUfileOpError.
+static int mt_cufile_props(unsigned *major, unsigned *minor, unsigned *flags) {
+	unsigned char buf[1024];
+	memset(buf, 0, sizeof buf);
+	*major = *minor = *flags = 0;
+	if (!mt_cf.driverGetProperties) return -1;
+	mt_cufile_error e = mt_cf.driverGetProperties(buf);
+	if (e.err != 0) return e.err;
+	memcpy(major, buf, 4);
+	memcpy(minor, buf + 4, 4);
+	memcpy(flags, buf + 24, 4);
 	return 0;
 }
 
@@ -89,6 +110,8 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -120,6 +143,14 @@ var cuFileErrorNames = map[int]string{
 	5028: "CU_FILE_HANDLE_ALREADY_REGISTERED", 5029: "CU_FILE_DEVICE_NOT_FOUND",
 	5030: "CU_FILE_INTERNAL_ERROR", 5031: "CU_FILE_GETNEWFD_FAILED",
 	5033: "CU_FILE_NVFS_SETUP_ERROR", 5034: "CU_FILE_IO_DISABLED",
+	5035: "CU_FILE_BATCH_SUBMIT_FAILED", 5036: "CU_FILE_GPU_MEMORY_PINNING_FAILED",
+	5037: "CU_FILE_BATCH_FULL", 5038: "CU_FILE_ASYNC_NOT_SUPPORTED",
+	5039: "CU_FILE_INTERNAL_BATCH_SETUP_ERROR", 5040: "CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR",
+	5041: "CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR", 5042: "CU_FILE_INTERNAL_BATCH_CANCEL_ERROR",
+	5043: "CU_FILE_NOMEM_ERROR", 5044: "CU_FILE_IO_ERROR", 5045: "CU_FILE_INTERNAL_BUF_REGISTER_ERROR",
+	5046: "CU_FILE_HASH_OPR_ERROR", 5047: "CU_FILE_INVALID_CONTEXT_ERROR",
+	5048: "CU_FILE_NVFS_INTERNAL_DRIVER_ERROR", 5049: "CU_FILE_BATCH_NOCOMPAT_ERROR",
+	5050: "CU_FILE_IO_MAX_ERROR",
 }
 
 // gdsDriver is the process's one cuFile driver and its registered files.
@@ -127,6 +158,10 @@ type gdsDriver struct {
 	once    sync.Once
 	err     *Error
 	library string
+	// compat: cuFile can only run in its compatibility mode (no nvidia-fs,
+	// no P2PDMA); path says which path reads take and how that was found.
+	compat bool
+	path   string
 
 	mu    sync.Mutex
 	files map[int]*gdsFile // by descriptor
@@ -199,12 +234,51 @@ func (d *gdsDriver) open() {
 	var cuErr C.int
 	if code := int(C.mt_cufile_driver_open(&cuErr)); code != 0 {
 		d.err = cufileError(KindUnavailable, "cuFileDriverOpen", code, int(cuErr), "gds_driver_open")
+		return
+	}
+	d.compat, d.path = gdsPath()
+}
+
+// nvfsVersionFile is where the nvidia-fs kernel module, which GPUDirect
+// reads need, reports its version (libcufile reads the same file). A
+// variable so tests can point it elsewhere.
+var nvfsVersionFile = "/proc/driver/nvidia-fs/version"
+
+// cuFileNVMeP2P is CU_FILE_NVME_P2P_SUPPORTED, the dstatusflags bit of GDS
+// through the kernel's PCI P2PDMA, which needs no nvidia-fs (cufile.h).
+const cuFileNVMeP2P = 11
+
+// gdsPath decides, once the driver is open, whether cuFile reads can go
+// straight to the device or only through cuFile's compatibility mode,
+// which does POSIX reads into host bounce buffers and copies them, the
+// staged path's work without its lanes. NVIDIA's "cuFile Compatibility Mode"
+// page lists a missing nvidia-fs.ko as the usual cause (a VM). GPUDirect:
+// nvidia-fs reports a version, or the driver properties show nvidia-fs or
+// NVMe P2PDMA support; otherwise compatibility mode.
+func gdsPath() (compat bool, path string) {
+	if b, err := os.ReadFile(nvfsVersionFile); err == nil {
+		v := strings.Join(strings.Fields(string(b)), " ")
+		return false, "GPUDirect (nvidia-fs loaded: " + v + ")"
+	}
+	var major, minor, flags C.unsigned
+	switch rc := int(C.mt_cufile_props(&major, &minor, &flags)); {
+	case rc == 0 && major > 0:
+		return false, fmt.Sprintf("GPUDirect (driver properties: nvidia-fs %d.%d)", major, minor)
+	case rc == 0 && flags&(1<<cuFileNVMeP2P) != 0:
+		return false, "GPUDirect (driver properties: NVMe P2PDMA, no nvidia-fs)"
+	case rc == 0:
+		return true, "compatibility mode (no nvidia-fs, no NVMe P2PDMA in the driver properties: " +
+			"cuFile reads through host memory)"
+	case rc == -1:
+		return true, "compatibility mode (no nvidia-fs; this cuFile has no cuFileDriverGetProperties)"
+	default:
+		return true, fmt.Sprintf("compatibility mode (no nvidia-fs; cuFileDriverGetProperties error %d)", rc)
 	}
 }
 
 // GDSReason says whether GDS was probed and its answer, without probing:
-// "GDS not probed yet", "GDS available: <library>", or "GDS unavailable:
-// <why>".
+// "GDS not probed yet", "GDS available: <library>, <path>" (path as
+// GDSPath gives it), or "GDS unavailable: <why>".
 func GDSReason() string {
 	if !gdsProbed.Load() {
 		return "GDS not probed yet"
@@ -214,8 +288,32 @@ func GDSReason() string {
 	if d.err != nil {
 		return "GDS unavailable: " + d.err.Error()
 	}
-	return "GDS available: " + d.library
+	return "GDS available: " + d.library + ", " + d.path
 }
+
+// GDSPath names the path cuFile reads take, without probing: "gpudirect"
+// (nvidia-fs or P2PDMA: straight to the device), "compat" (cuFile's
+// compatibility mode: POSIX reads and copies inside cuFile),
+// "unavailable", or "not probed".
+func GDSPath() string {
+	if !gdsProbed.Load() {
+		return "not probed"
+	}
+	d := gdsState.Load()
+	d.once.Do(d.open)
+	switch {
+	case d.err != nil:
+		return "unavailable"
+	case d.compat:
+		return "compat"
+	}
+	return "gpudirect"
+}
+
+// Compat reports whether cuFile runs only in its compatibility mode (see
+// GDSPath): reads work, but through host bounce buffers, so the staged
+// path's pinned lanes are expected to be faster.
+func (g *GDS) Compat() bool { return g.d.compat }
 
 func cufileError(kind Kind, op string, code, cuErr int, reason string) *Error {
 	e := &Error{Kind: kind, Op: op, Code: code, CodeName: cuFileErrorNames[code], reason: reason}

@@ -197,6 +197,16 @@ func TestGDSReadErrors(t *testing.T) {
 	if r, ok := FallbackReason(err); !ok || r != "gds_read" {
 		t.Fatalf("FallbackReason %q %v", r, ok)
 	}
+	// The codes past 5034 (cufile.h) have names too.
+	for code, name := range map[string]string{"5036": "CU_FILE_GPU_MEMORY_PINNING_FAILED",
+		"5043": "CU_FILE_NOMEM_ERROR", "5047": "CU_FILE_INVALID_CONTEXT_ERROR", "5050": "CU_FILE_IO_MAX_ERROR"} {
+		cufileHookReset()
+		t.Setenv("FAKE_CUFILE_FAIL_READ_CODE", code)
+		_, err = g.Read(fd, d.ptr, 4096, 0)
+		if e := wantKind(t, err, KindIO); e.CodeName != name {
+			t.Fatalf("code %s: %v, want name %s", code, err, name)
+		}
+	}
 }
 
 // A descriptor closed without Forget and reused for another file is

@@ -44,12 +44,16 @@
 // # Threads and contexts
 //
 // CUDA's current context is per OS thread. Every call that needs one locks
-// its goroutine to its OS thread for the duration, makes the context of the
-// device pointer involved current (the allocation's own context, or the
-// device's primary context for memory that has none, such as cuMemMap
-// ranges), and restores the thread's previous current context before it
-// returns, so a caller's own CUDA state (torch's, on a Python thread) is left
-// as it was. Every exported function and method is safe for concurrent use
+// its goroutine to its OS thread for the duration, makes a context current,
+// and restores the thread's previous current context before it returns, so
+// a caller's own CUDA state (torch's, on a Python thread) is left as it was.
+// Staged copies, one-shot copies and the HBM cache run in the primary
+// context of the destination's device, which the package retains for the
+// life of the process, and keep their pinned buffers, streams and events
+// there (per device): a context the caller creates and destroys owns none
+// of them. GDS reads, MemFree and CopyFromDevice run in the allocation's own
+// context (the device's primary context for memory that has none, such as
+// cuMemMap ranges). Every exported function and method is safe for concurrent use
 // unless its documentation says otherwise.
 //
 // # Errors

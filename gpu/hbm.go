@@ -14,7 +14,8 @@ import (
 // cuMemAlloc on one device, never more than Budget / BlockSize of them, kept
 // for reuse after eviction rather than freed. Eviction is LRU over blocks
 // that no copy is using. A hit is copied device to device
-// (cuMemcpyDtoDAsync on a non-blocking stream, then its sync).
+// (cuMemcpyDtoDAsync on a non-blocking stream, then its sync; a request's
+// hits share one stream and one sync, LookupAll).
 //
 // Blocks are keyed by BlockKey; the engine chooses the file identity and
 // must call RemoveFile when a file changes. All methods are safe for
@@ -146,7 +147,7 @@ func (c *HBMCache) Fill(key BlockKey, n uint64, fill func(dst uintptr) error) (b
 func (c *HBMCache) Insert(key BlockKey, src []byte) (bool, error) {
 	start := time.Now()
 	ok, err := c.Fill(key, uint64(len(src)), func(dst uintptr) error {
-		return withContext(c.ctx, func() error { return copyHostToDevice(c.ctx, dst, src) })
+		return withContext(c.ctx, func() error { return copyHostToDevice(c.opts.Device, dst, src) })
 	})
 	if st := c.opts.Stats; st != nil && ok {
 		st.h2dBytes.Add(uint64(len(src)))
@@ -231,41 +232,73 @@ func (c *HBMCache) releaseLocked(b *hbmBlock) {
 // KindCUDA when the copy fails (the result is then false). The block stays
 // cached during the copy even if it is evicted or removed meanwhile.
 func (c *HBMCache) Lookup(key BlockKey, blockOff uint64, dst uintptr, n uint64) (bool, error) {
+	hit, err := c.LookupAll([]HBMCopy{{Key: key, BlockOff: blockOff, Dst: dst, Len: n}})
+	return hit[0], err
+}
+
+// LookupAll copies each entry of cps whose block is cached and holds the
+// range, as Lookup does, but queues all those copies on one stream and waits
+// once (a request's HBM hits cost one wait, not one per block; HBMWaits
+// counts the waits). hit[i] reports whether cps[i] was cached and copied; a
+// miss copies nothing. Errors: KindCUDA when a copy or the wait fails; then
+// every hit is false and the destinations hold an unspecified mix of old and
+// new bytes, but no copy is still running. The blocks stay cached during the
+// copies even if they are evicted or removed meanwhile. The destinations
+// must not overlap.
+func (c *HBMCache) LookupAll(cps []HBMCopy) ([]bool, error) {
+	hit := make([]bool, len(cps))
+	held := make([]*hbmBlock, len(cps))
+	var copies []dtodCopy
 	c.mu.Lock()
-	b, ok := c.blocks[key]
-	if !ok || !b.ready || c.closed || blockOff > b.n || n > b.n-blockOff {
-		c.mu.Unlock()
-		if st := c.opts.Stats; st != nil {
-			st.hbmMisses.Add(1)
+	for i, cp := range cps {
+		b, ok := c.blocks[cp.Key]
+		if !ok || !b.ready || c.closed || cp.BlockOff > b.n || cp.Len > b.n-cp.BlockOff {
+			continue
 		}
-		return false, nil
+		b.refs++
+		c.lru.MoveToFront(b.elem)
+		held[i], hit[i] = b, true
+		if cp.Len > 0 {
+			copies = append(copies, dtodCopy{dst: cp.Dst, src: b.ptr + uintptr(cp.BlockOff), n: cp.Len})
+		}
 	}
-	b.refs++
-	c.lru.MoveToFront(b.elem)
-	src := b.ptr + uintptr(blockOff)
 	c.mu.Unlock()
 
 	var err error
-	if n > 0 {
-		err = withContext(c.ctx, func() error { return copyDeviceToDevice(c.ctx, dst, src, n) })
+	if len(copies) > 0 {
+		err = withContext(c.ctx, func() error { return copyDevicesToDevice(c.opts.Device, copies) })
+		if st := c.opts.Stats; st != nil {
+			st.hbmWaits.Add(1)
+		}
 	}
 
 	c.mu.Lock()
-	b.refs--
-	if b.dead {
-		c.releaseLocked(b)
+	for _, b := range held {
+		if b == nil {
+			continue
+		}
+		b.refs--
+		if b.dead {
+			c.releaseLocked(b)
+		}
 	}
 	toFree := c.takeToFreeLocked()
 	c.mu.Unlock()
 	c.freeDevice(toFree)
 	if err != nil {
-		return false, err
+		return make([]bool, len(cps)), err
 	}
 	if st := c.opts.Stats; st != nil {
-		st.hbmHits.Add(1)
-		st.hbmHitBytes.Add(n)
+		for i, h := range hit {
+			if h {
+				st.hbmHits.Add(1)
+				st.hbmHitBytes.Add(cps[i].Len)
+			} else {
+				st.hbmMisses.Add(1)
+			}
+		}
 	}
-	return true, nil
+	return hit, nil
 }
 
 // Contains reports whether key is cached and the length of its data.

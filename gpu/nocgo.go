@@ -33,9 +33,10 @@ func DriverVersion() int { return 0 }
 
 // PointerInfo describes a CUDA device pointer (see the cgo build).
 type PointerInfo struct {
-	Device int
-	Base   uintptr
-	Size   uint64
+	Device  int
+	Base    uintptr
+	Size    uint64
+	Managed bool
 }
 
 // InspectPointer fails with KindUnavailable without cgo.
@@ -108,6 +109,9 @@ func (c *HBMCache) Fill(key BlockKey, n uint64, fill func(dst uintptr) error) (b
 // Insert fails with KindUnavailable without cgo.
 func (c *HBMCache) Insert(key BlockKey, src []byte) (bool, error) { return false, unavailable() }
 
+// LookupAll always misses without cgo.
+func (c *HBMCache) LookupAll(cps []HBMCopy) ([]bool, error) { return make([]bool, len(cps)), nil }
+
 // Lookup always misses without cgo.
 func (c *HBMCache) Lookup(key BlockKey, blockOff uint64, dst uintptr, n uint64) (bool, error) {
 	return false, nil
@@ -138,6 +142,12 @@ func OpenGDS(st *Stats) (*GDS, error) { return nil, gdsStubError() }
 
 // GDSReason says why GDS is unavailable without cgo.
 func GDSReason() string { return gdsStubError().Detail }
+
+// GDSPath is "unavailable" without cgo.
+func GDSPath() string { return "unavailable" }
+
+// Compat is false without cgo (there is no cuFile).
+func (g *GDS) Compat() bool { return false }
 
 // Read fails with KindUnavailable without cgo.
 func (g *GDS) Read(fd int, dst uintptr, size uint64, fileOff int64) (int64, error) {

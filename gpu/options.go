@@ -92,3 +92,12 @@ type BlockKey struct {
 	File  uint64
 	Index uint64
 }
+
+// HBMCopy is one copy out of the HBM cache for HBMCache.LookupAll: Len bytes
+// at BlockOff of the block Key to device memory at Dst.
+type HBMCopy struct {
+	Key      BlockKey
+	BlockOff uint64
+	Dst      uintptr
+	Len      uint64
+}

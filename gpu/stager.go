@@ -12,8 +12,13 @@ import (
 //
 // It owns Lanes lanes; a lane is Depth page-aligned buffers of ChunkSize
 // bytes (anonymous mappings registered with cuMemHostRegister, portable to
-// every context) plus, per CUDA context it has served, one non-blocking
-// stream and one event per buffer. A ReadToDevice call takes a lane for its
+// every context) plus, per device it has served, one non-blocking stream and
+// one event per buffer. The registration, streams and events belong to the
+// device's primary context, which this package retains for the life of the
+// process, never to the context that owns a destination (under unified
+// addressing a copy issued in the primary context reaches memory of any
+// context on the device): a caller that destroys a context it made with
+// cuCtxCreate leaves the Stager's state intact. A ReadToDevice call takes a lane for its
 // whole duration; calls beyond Lanes wait for one. Lanes allocate their
 // buffers on first use, so an idle Stager pins nothing.
 //
@@ -27,9 +32,9 @@ type Stager struct {
 }
 
 type lane struct {
-	bufs    []unsafe.Pointer // Depth buffers of ChunkSize bytes; nil until first use
-	regCtx  ctxHandle        // context that registered bufs (for unregistering)
-	streams map[ctxHandle]*laneStream
+	bufs    []unsafe.Pointer    // Depth buffers of ChunkSize bytes; nil until first use
+	regCtx  ctxHandle           // primary context that registered bufs (for unregistering)
+	streams map[int]*laneStream // by device, in its primary context
 	// broken: a synchronisation failed, so a copy may still read the
 	// buffers; the lane is dropped (its memory is leaked, never reused).
 	broken bool
@@ -57,7 +62,7 @@ func NewStager(opts StagerOptions) (*Stager, error) {
 	return s, nil
 }
 
-func newLane() *lane { return &lane{streams: map[ctxHandle]*laneStream{}} }
+func newLane() *lane { return &lane{streams: map[int]*laneStream{}} }
 
 // Options returns the Stager's options with defaults filled in.
 func (s *Stager) Options() StagerOptions { return s.opts }
@@ -101,8 +106,8 @@ func (s *Stager) release(l *lane) {
 // memory or [dst, dst+size) runs past its allocation; KindNoMemory when the
 // staging buffers cannot be pinned; KindCUDA when a copy or a sync fails;
 // KindClosed after Close. size 0 returns nil at once. The call runs on one
-// locked OS thread with dst's context current (the thread's own context is
-// restored afterwards); read runs on that thread.
+// locked OS thread with the primary context of dst's device current (the
+// thread's own context is restored afterwards); read runs on that thread.
 func (s *Stager) ReadToDevice(dst uintptr, size uint64, read ReadFunc, fileOff uint64) error {
 	if size == 0 {
 		return nil
@@ -117,6 +122,10 @@ func (s *Stager) ReadToDevice(dst uintptr, size uint64, read ReadFunc, fileOff u
 	if err != nil {
 		return err
 	}
+	ctx, err := primaryContext(info.Device)
+	if err != nil {
+		return err
+	}
 	l, err := s.acquire()
 	if err != nil {
 		return err
@@ -124,8 +133,8 @@ func (s *Stager) ReadToDevice(dst uintptr, size uint64, read ReadFunc, fileOff u
 	defer s.release(l)
 	start := time.Now()
 	var readNs, waitNs time.Duration
-	err = withContext(info.ctx, func() error {
-		return s.pipeline(l, info.ctx, dst, size, read, fileOff, &readNs, &waitNs)
+	err = withContext(ctx, func() error {
+		return s.pipeline(l, info.Device, ctx, dst, size, read, fileOff, &readNs, &waitNs)
 	})
 	if st := s.opts.Stats; st != nil {
 		st.stagedReadNanos.Add(uint64(readNs))
@@ -140,10 +149,11 @@ func (s *Stager) ReadToDevice(dst uintptr, size uint64, read ReadFunc, fileOff u
 	return err
 }
 
-// pipeline runs with ctx current on a locked thread.
-func (s *Stager) pipeline(l *lane, ctx ctxHandle, dst uintptr, size uint64, read ReadFunc, fileOff uint64,
+// pipeline runs with ctx, the primary context of device dev, current on a
+// locked thread.
+func (s *Stager) pipeline(l *lane, dev int, ctx ctxHandle, dst uintptr, size uint64, read ReadFunc, fileOff uint64,
 	readNs, waitNs *time.Duration) (err error) {
-	ls, err := s.prepare(l, ctx)
+	ls, err := s.prepare(l, dev, ctx)
 	if err != nil {
 		return err
 	}
@@ -198,8 +208,9 @@ func (s *Stager) pipeline(l *lane, ctx ctxHandle, dst uintptr, size uint64, read
 }
 
 // prepare gives the lane its pinned buffers (first use) and a stream and
-// events in ctx (first use in ctx). ctx is current.
-func (s *Stager) prepare(l *lane, ctx ctxHandle) (*laneStream, error) {
+// events for device dev (first use on dev). ctx, dev's primary context, is
+// current.
+func (s *Stager) prepare(l *lane, dev int, ctx ctxHandle) (*laneStream, error) {
 	if l.bufs == nil {
 		bufs := make([]unsafe.Pointer, 0, s.opts.Depth)
 		for k := 0; k < s.opts.Depth; k++ {
@@ -217,7 +228,7 @@ func (s *Stager) prepare(l *lane, ctx ctxHandle) (*laneStream, error) {
 		}
 		l.bufs, l.regCtx = bufs, ctx
 	}
-	if ls := l.streams[ctx]; ls != nil {
+	if ls := l.streams[dev]; ls != nil {
 		return ls, nil
 	}
 	st, r := streamCreate()
@@ -236,13 +247,14 @@ func (s *Stager) prepare(l *lane, ctx ctxHandle) (*laneStream, error) {
 		}
 		ls.ev = append(ls.ev, e)
 	}
-	l.streams[ctx] = ls
+	l.streams[dev] = ls
 	return ls, nil
 }
 
 // CopyToDevice copies src (host memory of any kind: a DRAM-cache block, Go
 // memory) to device memory at dst: one asynchronous copy on a non-blocking
-// stream of dst's context and that stream's sync, with no extra host copy
+// stream of the primary context of dst's device and that stream's sync,
+// with no extra host copy
 // (the driver stages pageable memory itself). When it returns the bytes are
 // on the device. Errors: KindInvalidPointer, KindCUDA, KindClosed. An empty
 // src returns nil. Counted as CopyRequests/CopyBytes and in H2DBytes.
@@ -259,8 +271,12 @@ func (s *Stager) CopyToDevice(dst uintptr, src []byte) error {
 	if err != nil {
 		return err
 	}
+	ctx, err := primaryContext(info.Device)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	err = withContext(info.ctx, func() error { return copyHostToDevice(info.ctx, dst, src) })
+	err = withContext(ctx, func() error { return copyHostToDevice(info.Device, dst, src) })
 	if st := s.opts.Stats; st != nil && err == nil {
 		st.copyRequests.Add(1)
 		st.copyBytes.Add(uint64(len(src)))
@@ -295,7 +311,12 @@ func (s *Stager) free(l *lane) error {
 			first = err
 		}
 	}
-	for ctx, ls := range l.streams {
+	for dev, ls := range l.streams {
+		ctx, err := primaryContext(dev)
+		if err != nil {
+			keep(err)
+			continue
+		}
 		keep(withContext(ctx, func() error {
 			var err error
 			for _, e := range ls.ev {

@@ -18,6 +18,7 @@ type Stats struct {
 	h2dBytes, h2dNanos                       atomic.Uint64
 	hbmHits, hbmHitBytes, hbmMisses          atomic.Uint64
 	hbmInserts, hbmInsertBytes, hbmEvictions atomic.Uint64
+	hbmWaits                                 atomic.Uint64
 
 	mu        sync.Mutex
 	fallbacks map[string]uint64
@@ -50,6 +51,9 @@ type StatsSnapshot struct {
 	HBMHits, HBMHitBytes, HBMMisses uint64
 	HBMInserts, HBMInsertBytes      uint64
 	HBMEvictions                    uint64
+	// HBMWaits counts the waits for HBM-hit copies: one per request
+	// however many blocks it copies (HBMCache.LookupAll).
+	HBMWaits uint64
 	// Fallbacks counts requests that left a GPU path for another, by reason
 	// key ((*Error).Reason or the engine's own); FallbackTotal is their sum.
 	Fallbacks     map[string]uint64
@@ -84,8 +88,8 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		H2DBytes: s.h2dBytes.Load(), H2DNanos: s.h2dNanos.Load(),
 		HBMHits: s.hbmHits.Load(), HBMHitBytes: s.hbmHitBytes.Load(), HBMMisses: s.hbmMisses.Load(),
 		HBMInserts: s.hbmInserts.Load(), HBMInsertBytes: s.hbmInsertBytes.Load(),
-		HBMEvictions: s.hbmEvictions.Load(),
-		Fallbacks:    map[string]uint64{},
+		HBMEvictions: s.hbmEvictions.Load(), HBMWaits: s.hbmWaits.Load(),
+		Fallbacks: map[string]uint64{},
 	}
 	s.mu.Lock()
 	for k, v := range s.fallbacks {
@@ -124,7 +128,7 @@ func (s StatsSnapshot) Sub(b StatsSnapshot) StatsSnapshot {
 		H2DBytes: s.H2DBytes - b.H2DBytes, H2DNanos: s.H2DNanos - b.H2DNanos,
 		HBMHits: s.HBMHits - b.HBMHits, HBMHitBytes: s.HBMHitBytes - b.HBMHitBytes, HBMMisses: s.HBMMisses - b.HBMMisses,
 		HBMInserts: s.HBMInserts - b.HBMInserts, HBMInsertBytes: s.HBMInsertBytes - b.HBMInsertBytes,
-		HBMEvictions:  s.HBMEvictions - b.HBMEvictions,
+		HBMEvictions: s.HBMEvictions - b.HBMEvictions, HBMWaits: s.HBMWaits - b.HBMWaits,
 		FallbackTotal: s.FallbackTotal - b.FallbackTotal,
 		Fallbacks:     map[string]uint64{},
 	}

@@ -155,6 +155,13 @@ func (t *Target) GDS() (*GDS, *Error) {
 	return g, nil
 }
 
+// GDSCompat reports whether the cuFile driver is open and runs only in its
+// compatibility mode (false before the probe).
+func (t *Target) GDSCompat() bool {
+	g := t.gds.Load()
+	return g != nil && g.Compat()
+}
+
 // GDSProbed reports whether the cuFile driver was opened successfully.
 func (t *Target) GDSProbed() bool { return t.gds.Load() != nil }
 

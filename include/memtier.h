@@ -697,7 +697,9 @@ MEMTIER_API const char* memtier_path_name(int path);
  * the GPUDirect Storage state ("GDS not probed yet", "GDS available: <lib>",
  * "GDS unavailable (<reason>): <why>"), "gds_mode:", "hbm:" (budget, device,
  * resident bytes), "last_gds_fallback:" (path, reason key and error of the
- * latest GDS fallback, or "none") and "build_tags:". Loads libcuda once per
+ * latest GDS fallback, or "none"), "build_tags:" and "gds_path:" (the path
+ * cuFile reads take: "gpudirect", "compat" for cuFile's compatibility mode,
+ * "unavailable" or "not probed"). Loads libcuda once per
  * process to answer; never opens the cuFile driver. memtier_capabilities
  * gives the same facts as bits.
  * Returns:
@@ -725,6 +727,10 @@ MEMTIER_API int memtier_gpu_info(memtier_ctx_t* ctx, char* buf, size_t buf_size)
 #define MEMTIER_CAP_DISK_CACHE 32 /* the disk cache tier for remote reads is   */
                                  /* configured (MEMTIER_DISK_CACHE_DIR set and */
                                  /* its settings valid)                        */
+#define MEMTIER_CAP_GDS_COMPAT 64 /* with MEMTIER_CAP_GDS: cuFile runs only in */
+                                 /* its compatibility mode (no nvidia-fs, no   */
+                                 /* NVMe P2PDMA: POSIX reads and copies inside */
+                                 /* cuFile), so gds_mode AUTO reads staged     */
 
 /* memtier_capabilities: stores in *caps_out the MEMTIER_CAP_* bits that hold
  * for ctx now; bits this header does not define are 0. It answers from the

@@ -26,10 +26,13 @@
  *     ratio = memtier / min(file_pinned, h2d_pinned): the pipeline's target is
  *     >= 0.9 (it overlaps the two and reads with several threads).
  * (b) GDS: the same read with gds_mode AUTO (GPUDirect Storage when cuFile
- *     works; the bytes still checked), and memtier_gpu_info's gds line: on a
- *     machine without the nvidia-fs driver cuFile runs in compatibility mode
- *     (POSIX reads inside cuFile), or GDS is unavailable and reads fall back to
- *     the staged path (gds_fallbacks counts it). Skipped with --no-gds.
+ *     works; the bytes still checked), and memtier_gpu_info's gds and gds_path
+ *     lines: on a machine without the nvidia-fs driver cuFile runs in
+ *     compatibility mode (POSIX reads inside cuFile) and AUTO reads staged, or
+ *     GDS is unavailable and reads fall back to the staged path (gds_fallbacks
+ *     counts it); then with gds_mode REQUIRED, which reads with cuFile in
+ *     either mode (not measured when cuFile cannot open). Skipped with
+ *     --no-gds.
  * Times are medians of R runs (MemTier's after one untimed run per context,
  * which pins its staging buffers and opens cuFile); GB/s uses 1 GB = 1e9 B. After every MemTier
  * read, 1 MiB at the start, the middle and the end of the device buffer is
@@ -198,14 +201,31 @@ static void check_device(bench_t* b, const char* what) {
     }
 }
 
-static memtier_ctx_t* bench_ctx(int gds_mode) {
+/* A context without the DRAM cache; NULL (with memtier_last_error) when
+ * init fails and may_fail is set (gds_mode REQUIRED without cuFile). */
+static memtier_ctx_t* bench_ctx_opt(int gds_mode, int may_fail) {
     memtier_config_t cfg;
     memtier_ctx_t* ctx = NULL;
     mt_check(memtier_config_default(&cfg), "memtier_config_default");
     cfg.cache_enabled = 0;
     cfg.gds_mode = gds_mode;
-    mt_check(memtier_init(&cfg, &ctx), "memtier_init");
+    int rc = memtier_init(&cfg, &ctx);
+    if (rc != MEMTIER_OK && may_fail) return NULL;
+    mt_check(rc, "memtier_init");
     return ctx;
+}
+
+static memtier_ctx_t* bench_ctx(int gds_mode) { return bench_ctx_opt(gds_mode, 0); }
+
+/* The value of "key: " in memtier_gpu_info's text, one line, into out. */
+static void info_line(const char* info, const char* key, char* out, size_t n) {
+    const char* g = strstr(info, key);
+    if (!g) {
+        snprintf(out, n, "?");
+        return;
+    }
+    g += strlen(key);
+    snprintf(out, n, "%.*s", (int)strcspn(g, "\n"), g);
 }
 
 /* Median seconds of R memtier_read(target CUDA) runs, after one untimed run
@@ -306,22 +326,30 @@ int main(int argc, char** argv) {
     const double staged = mt_gbps(size, memtier_runs(&b, ctx, "memtier staged", &st_staged));
     char info[2048] = "";
     mt_check(memtier_finalize(ctx), "memtier_finalize");
-    double gds = 0;
+    double gds = 0, gds_req = 0;
+    memtier_stats_t st_req;
+    memset(&st_req, 0, sizeof st_req);
+    char req_line[600] = "not measured (--no-gds)";
     if (!no_gds) {
         ctx = bench_ctx(MEMTIER_GDS_AUTO);
         gds = mt_gbps(size, memtier_runs(&b, ctx, "memtier gds", &st_gds));
         mt_check(memtier_gpu_info(ctx, info, sizeof info), "memtier_gpu_info");
         mt_check(memtier_finalize(ctx), "memtier_finalize");
+        ctx = bench_ctx_opt(MEMTIER_GDS_REQUIRED, 1);
+        if (ctx) {
+            gds_req = mt_gbps(size, memtier_runs(&b, ctx, "memtier gds required", &st_req));
+            mt_check(memtier_finalize(ctx), "memtier_finalize");
+            snprintf(req_line, sizeof req_line, "measured");
+        } else {
+            snprintf(req_line, sizeof req_line, "not measured: %s", memtier_last_error());
+        }
     }
     const double bound = file_pinned < h2d ? file_pinned : h2d;
     const double ratio = bound > 0 ? staged / bound : 0;
-    char gds_line[512] = "not measured (--no-gds)";
+    char gds_line[512] = "not measured (--no-gds)", gds_path[64] = "not measured";
     if (!no_gds) {
-        const char* g = strstr(info, "gds: ");
-        if (g) {
-            size_t n = strcspn(g + 5, "\n");
-            snprintf(gds_line, sizeof gds_line, "%.*s", (int)n, g + 5);
-        }
+        info_line(info, "gds: ", gds_line, sizeof gds_line);
+        info_line(info, "gds_path: ", gds_path, sizeof gds_path);
     }
 
     if (json) {
@@ -337,6 +365,7 @@ int main(int argc, char** argv) {
         mt_json_f64(&j, "naive", naive);
         mt_json_f64(&j, "memtier_staged", staged);
         if (!no_gds) mt_json_f64(&j, "memtier_gds", gds);
+        if (!no_gds) mt_json_f64(&j, "memtier_gds_required", gds_req);
         mt_json_obj_end(&j);
         mt_json_f64(&j, "staged_ratio_vs_bound", ratio);
         mt_json_f64(&j, "staged_ratio_vs_naive", naive > 0 ? staged / naive : 0);
@@ -344,8 +373,11 @@ int main(int argc, char** argv) {
         if (!no_gds) {
             mt_json_f64(&j, "gds_ratio_vs_staged", staged > 0 ? gds / staged : 0);
             mt_json_str(&j, "gds_state", gds_line);
+            mt_json_str(&j, "gds_path", gds_path);
             mt_json_u64(&j, "gds_bytes", st_gds.gds_bytes);
             mt_json_u64(&j, "gds_fallbacks", st_gds.gds_fallbacks);
+            mt_json_str(&j, "gds_required_state", req_line);
+            mt_json_u64(&j, "gds_required_bytes", st_req.gds_bytes);
         }
         mt_json_stats(&j, "stats_staged", &st_staged);
         mt_json_end(&j);
@@ -373,7 +405,10 @@ int main(int argc, char** argv) {
                    staged > 0 ? gds / staged : 0);
             printf("  gds_bytes %" PRIu64 " staged_bytes %" PRIu64 " gds_fallbacks %" PRIu64 "\n",
                    st_gds.gds_bytes, st_gds.staged_bytes, st_gds.gds_fallbacks);
-            printf("  cuFile: %s\n", gds_line);
+            printf("  cuFile: %s (gds_path %s)\n", gds_line, gds_path);
+            printf("  %-34s %8.2f GB/s   %.2fx staged (%s; gds_bytes %" PRIu64 ")\n",
+                   "memtier_read CUDA, gds_mode REQUIRED", gds_req, staged > 0 ? gds_req / staged : 0, req_line,
+                   st_req.gds_bytes);
         }
     }
     cu.CtxSetCurrent(cu.ctx);

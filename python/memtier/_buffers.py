@@ -253,7 +253,9 @@ def _sync_torch_stream(t: Any) -> None:
     """Wait for work queued on the current torch stream of ``t``'s device: the
     library writes the memory on its own streams (or with cuFile), which are
     not ordered after torch's, and a block from torch's caching allocator may
-    still be used by a kernel of a tensor freed earlier."""
+    still be used by a kernel of a tensor freed earlier. A caller whose
+    producer ran on a side stream ``s`` makes the call under
+    ``with torch.cuda.stream(s):``, which makes ``s`` the current stream."""
     import torch
 
     torch.cuda.current_stream(t.device).synchronize()

@@ -186,6 +186,7 @@ int memtier_gpu_info(memtier_ctx_t* ctx, char* buf, size_t buf_size);
 #define MEMTIER_CAP_IO_URING 8
 #define MEMTIER_CAP_REMOTE 16
 #define MEMTIER_CAP_DISK_CACHE 32
+#define MEMTIER_CAP_GDS_COMPAT 64
 
 int memtier_capabilities(memtier_ctx_t* ctx, uint64_t* caps_out);
 

@@ -145,6 +145,7 @@ CAP_GDS = 4
 CAP_IO_URING = 8
 CAP_REMOTE = 16
 CAP_DISK_CACHE = 32
+CAP_GDS_COMPAT = 64
 
 #: O_DIRECT modes by name (lower case, as the MEMTIER_* environment takes it) -> MEMTIER_DIRECT_*.
 DIRECT_MODES: Dict[str, int] = {"auto": 0, "off": 1, "always": 2, "required": 3}

@@ -430,8 +430,9 @@ class Context:
 
         Lines ``key: value``: ``cuda:`` (whether the CUDA target is usable and
         why not), ``gds:`` (GPUDirect Storage state), ``gds_mode:``, ``hbm:``
-        (the HBM cache tier), ``last_gds_fallback:`` and ``build_tags:`` (the
-        GPU backends compiled in). Loads libcuda once per process to answer
+        (the HBM cache tier), ``last_gds_fallback:``, ``build_tags:`` (the
+        GPU backends compiled in) and ``gds_path:`` (``gpudirect``, ``compat``
+        for cuFile's compatibility mode, ``unavailable`` or ``not probed``). Loads libcuda once per process to answer
         (the only call that does so without a CUDA request); never opens the
         cuFile driver.
         """

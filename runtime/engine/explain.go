@@ -176,7 +176,7 @@ func (c *Context) explainGPU(path string, off, size uint64, flags uint32) (Expla
 			ex.ResidentBytes = uint64(n)
 		}
 	}
-	ex.Decision = c.decideDevice(f, off, size, hbmBytes, ex.CachedBytes)
+	ex.Decision = c.decideDevice(f, off, size, hbmBytes, ex.CachedBytes, false) // explain has no destination
 	uncached := size - hbmBytes - ex.CachedBytes
 	reason := fmt.Sprintf("%s (size %d, hbm %d, dram cache %d, gds_threshold %d)",
 		ex.Reason, size, hbmBytes, ex.CachedBytes, c.opts.GDSThreshold)

@@ -31,6 +31,12 @@ var (
 
 func TestMain(m *testing.M) {
 	if gpuDoubleDir != "" {
+		// Deferred copies by default: an async copy lands only when a sync
+		// covers it, as on a GPU, so a missing wait gives wrong bytes here
+		// (FAKE_CUDA_DEFER_COPIES=0 runs them immediately instead).
+		if os.Getenv("FAKE_CUDA_DEFER_COPIES") == "" {
+			os.Setenv("FAKE_CUDA_DEFER_COPIES", "1")
+		}
 		if err := gpu.Configure(gpu.Config{
 			CUDALibrary:   filepath.Join(gpuDoubleDir, "libcuda.so.1"),
 			CUFileLibrary: filepath.Join(gpuDoubleDir, "libcufile.so.0"),

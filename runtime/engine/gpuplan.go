@@ -31,8 +31,9 @@ import (
 
 // devOpts are what a device request adds to its range.
 type devOpts struct {
-	noHBM bool // skip the HBM tier (filling an HBM block)
-	exact bool // explain: plan what a read would do, without failing for gds_mode REQUIRED
+	noHBM   bool // skip the HBM tier (filling an HBM block)
+	exact   bool // explain: plan what a read would do, without failing for gds_mode REQUIRED
+	managed bool // the destination is managed memory, which cuFile cannot read into
 }
 
 // planDevice plans [off, off+size) of obj (inside it, size > 0) into device
@@ -105,7 +106,7 @@ func (c *Context) planDeviceSource(p *plan, lo, hi uint64, o devOpts) error {
 	if lo >= hi {
 		return nil
 	}
-	d := c.decideDevice(p.obj, lo, hi-lo, 0, 0)
+	d := c.decideDevice(p.obj, lo, hi-lo, 0, 0, o.managed)
 	switch {
 	case d.Path == policy.PathGDS:
 		p.push(span{off: lo, size: hi - lo, tier: tierGDS})
@@ -120,12 +121,17 @@ func (c *Context) planDeviceSource(p *plan, lo, hi uint64, o devOpts) error {
 
 // decideDevice runs policy.DecideGPU for [off, off+size) of obj with hbm and
 // dram bytes of it already cached. GDS needs a local file's O_DIRECT
-// descriptor, so any other source is staged.
-func (c *Context) decideDevice(obj source.Object, off, size, hbm, dram uint64) policy.Decision {
+// descriptor and device memory that is not managed, so anything else is
+// staged.
+func (c *Context) decideDevice(obj source.Object, off, size, hbm, dram uint64, managed bool) policy.Decision {
 	in := policy.GPUInput{Size: size, Off: off, FileSize: obj.Size(), HBMBytes: hbm, CachedBytes: dram,
-		GPUAvailable: true, GDSUnavailable: c.tgt.GDSUnavailable(), FileFallback: c.tgt.FileFallback(obj.Version())}
+		GPUAvailable: true, GDSUnavailable: c.tgt.GDSUnavailable(), FileFallback: c.tgt.FileFallback(obj.Version()),
+		GDSCompat: c.tgt.GDSCompat()}
 	if _, local := obj.(*files.File); !local {
 		in.GDSUnavailable = "GDS reads local files only"
+	}
+	if managed { // cuFile answers CU_FILE_CUDA_MEMORY_TYPE_INVALID
+		in.GDSUnavailable = "the destination is managed memory (cuMemAllocManaged), which cuFile cannot read into"
 	}
 	return policy.DecideGPU(c.gpuPolicy(), in)
 }
@@ -151,17 +157,26 @@ func (c *Context) serveDevice(obj source.Object, off, size uint64, dst uintptr, 
 	return c.execDevice(&p, dst, flags)
 }
 
-// execDevice executes a device plan into [dst, dst+p.size), span by span
+// execDevice executes a device plan into [dst, dst+p.size): the HBM spans
+// first, all at once (one stream, one wait), then the others span by span
 // (a staged span parallelises itself over the Stager's lanes).
 func (c *Context) execDevice(p *plan, dst uintptr, flags uint32) (gpuServed, error) {
 	var total gpuServed
-	for _, s := range p.list() {
+	hit, err := c.hbmSpans(p, dst)
+	if err != nil {
+		return total, err
+	}
+	for i, s := range p.list() {
 		at := dst + uintptr(s.off-p.off)
 		var got gpuServed
 		var err error
 		switch s.tier {
 		case tierHBM:
-			got, err = c.hbmSpan(p.obj, s.off, s.size, at, flags)
+			if hit[i] {
+				got = gpuServed{hbm: s.size}
+			} else { // evicted since planning
+				got, err = c.stagedRead(p.obj, s.off, s.size, at, flags)
+			}
 		case tierGDS:
 			var fellBack bool
 			got, fellBack, err = c.gdsRead(p.obj, s.off, s.size, at)
@@ -179,23 +194,41 @@ func (c *Context) execDevice(p *plan, dst uintptr, flags uint32) (gpuServed, err
 	return total, nil
 }
 
-// hbmSpan copies [off, off+size) (inside one HBM block) device to device
-// from the HBM cache; a block evicted since planning is read staged.
-func (c *Context) hbmSpan(obj source.Object, off, size uint64, dst uintptr, flags uint32) (gpuServed, error) {
+// hbmSpans copies every HBM span of p (each inside one HBM block) device to
+// device out of the HBM cache, queued together and waited for once
+// (HBMCache.LookupAll), and reports by span index which were hits; a block
+// evicted since planning is a miss, for the caller to read staged.
+func (c *Context) hbmSpans(p *plan, dst uintptr) ([]bool, error) {
+	ss := p.list()
+	hit := make([]bool, len(ss))
+	var cps []gpu.HBMCopy
+	var idx []int
+	for i, s := range ss {
+		if s.tier == tierHBM {
+			idx = append(idx, i)
+			cps = append(cps, gpu.HBMCopy{Dst: dst + uintptr(s.off-p.off), Len: s.size})
+		}
+	}
+	if len(cps) == 0 {
+		return hit, nil
+	}
 	h, err := c.tgt.HBM() // exists: the plan found blocks in it
 	if err != nil {
-		return gpuServed{}, err
+		return hit, err
 	}
 	bs := h.BlockSize()
-	blo := off / bs * bs
-	ok, err := h.Lookup(gpu.BlockKey{File: obj.Version(), Index: blo / bs}, off-blo, dst, size)
+	for k, i := range idx {
+		blo := ss[i].off / bs * bs
+		cps[k].Key, cps[k].BlockOff = gpu.BlockKey{File: p.obj.Version(), Index: blo / bs}, ss[i].off-blo
+	}
+	got, err := h.LookupAll(cps)
 	if err != nil {
-		return gpuServed{}, err
+		return hit, err
 	}
-	if !ok {
-		return c.stagedRead(obj, off, size, dst, flags)
+	for k, i := range idx {
+		hit[i] = got[k]
 	}
-	return gpuServed{hbm: size}, nil
+	return hit, nil
 }
 
 // gdsRead reads with cuFile through the file's O_DIRECT descriptor.
@@ -212,6 +245,12 @@ func (c *Context) gdsRead(obj source.Object, off, size uint64, dst uintptr) (s g
 				"gds_mode REQUIRED but %s", gpu.UnavailableText(gerr))
 		}
 		c.tgt.NoteFallback(f.ID, f.Path, gerr.Reason(), gerr, false)
+		return s, true, nil
+	}
+	if g.Compat() && !required {
+		// The probe just found cuFile in compatibility mode: this read, planned
+		// before it, goes staged like every later AUTO read (policy row 11).
+		// Not a failure, so not counted as a fallback.
 		return s, true, nil
 	}
 	dfd, _, _, refused, err := f.Direct()

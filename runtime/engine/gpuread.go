@@ -88,19 +88,24 @@ func gpuError(op, path string, off uint64, err error) error {
 }
 
 // inspectDst checks that [dst, dst+size) is CUDA device memory and returns
-// its device ordinal. A host pointer is errs.InvalidArg with a message that
-// says what a CUDA target needs.
-func inspectDst(op, path string, off uint64, dst uintptr, size uint64) (int, error) {
+// its device ordinal and what the plan needs to know of it (managed memory
+// is filled staged: cuFile cannot read into it). A host pointer is errs.InvalidArg with a message that
+// says what a CUDA target needs; device memory too short for the request is
+// errs.InvalidArg naming the allocation.
+func inspectDst(op, path string, off uint64, dst uintptr, size uint64) (int, devOpts, error) {
 	info, err := gpu.InspectPointer(dst, size)
 	if err == nil {
-		return info.Device, nil
+		return info.Device, devOpts{managed: info.Managed}, nil
+	}
+	if gpu.RangeError(err) { // device memory, too short for the request
+		return 0, devOpts{}, errs.At(errs.InvalidArg, op, path, int64(off), "dst 0x%x + %d bytes: %v", dst, size, err)
 	}
 	if gpu.KindOf(err) == gpu.KindInvalidPointer {
-		return 0, errs.At(errs.InvalidArg, op, path, int64(off),
+		return 0, devOpts{}, errs.At(errs.InvalidArg, op, path, int64(off),
 			"dst 0x%x is not CUDA device memory (MEMTIER_TARGET_CUDA needs a device pointer from cuMemAlloc or a CUDA tensor; use MEMTIER_TARGET_CPU for host memory): %v",
 			dst, err)
 	}
-	return 0, gpuError(op, path, off, err)
+	return 0, devOpts{}, gpuError(op, path, off, err)
 }
 
 // forgetDirect is the file table's hook for an O_DIRECT descriptor about to
@@ -128,7 +133,7 @@ func (c *Context) readGPU(op, path string, off, size uint64, dst uintptr, dstLen
 	if err := checkRange(op, path, off, size, dstLen, flags); err != nil {
 		return err
 	}
-	dev, err := inspectDst(op, path, off, dst, size)
+	dev, do, err := inspectDst(op, path, off, dst, size)
 	if err != nil {
 		return err
 	}
@@ -143,7 +148,7 @@ func (c *Context) readGPU(op, path string, off, size uint64, dst uintptr, dstLen
 	if err := checkEOF(f, off, size); err != nil {
 		return err
 	}
-	s, err := c.serveDevice(f, off, size, dst, dev, flags, devOpts{})
+	s, err := c.serveDevice(f, off, size, dst, dev, flags, do)
 	if err != nil {
 		return gpuError(op, path, off, err)
 	}
@@ -190,12 +195,12 @@ func (l *chunkLoad) runGPU(path string, valid []int, want uint64) {
 			return nil
 		}
 		dst := devPtr(e.Dst)
-		dev, err := inspectDst("load_chunks", path, e.Off, dst, e.Size)
+		dev, do, err := inspectDst("load_chunks", path, e.Off, dst, e.Size)
 		if err != nil {
 			l.fail(i, err)
 			return nil
 		}
-		s, err := c.serveDevice(f, e.Off, e.Size, dst, dev, 0, devOpts{})
+		s, err := c.serveDevice(f, e.Off, e.Size, dst, dev, 0, do)
 		if err != nil {
 			l.fail(i, gpuError("load_chunks", path, e.Off, err))
 			return nil
@@ -280,7 +285,8 @@ func (c *Context) gpuStats(s *stats.Snapshot) {
 
 // GPUInfo describes the GPU side in a few lines (memtier_gpu_info): whether
 // CUDA is usable and why, the GDS state (without probing it), the mode, the
-// HBM tier and the latest GDS fallback. It loads libcuda (once per process)
+// HBM tier, the latest GDS fallback and the path cuFile reads take
+// (gds_path: gpudirect, compat, unavailable or not probed). It loads libcuda (once per process)
 // to answer.
 func (c *Context) GPUInfo() (string, error) {
 	if err := c.enter(); err != nil {
@@ -300,8 +306,12 @@ func (c *Context) GPUInfo() (string, error) {
 	if last == "" {
 		last = "none"
 	}
-	return fmt.Sprintf("cuda: %s\ngds: %s\ngds_mode: %s (gds_threshold_bytes %d)\nhbm: %s\nlast_gds_fallback: %s\nbuild_tags: %v\n",
-		gpu.Reason(), gds, modes[c.opts.GDSMode], c.opts.GDSThreshold, hbm, last, gpu.BuildTags()), nil
+	path := gpu.GDSPath()
+	if c.tgt.GDSUnavailable() != "" {
+		path = "unavailable"
+	}
+	return fmt.Sprintf("cuda: %s\ngds: %s\ngds_mode: %s (gds_threshold_bytes %d)\nhbm: %s\nlast_gds_fallback: %s\nbuild_tags: %v\ngds_path: %s\n",
+		gpu.Reason(), gds, modes[c.opts.GDSMode], c.opts.GDSThreshold, hbm, last, gpu.BuildTags(), path), nil
 }
 
 // checkGDSRequired is New's check for gds_mode REQUIRED: GDS must work in

@@ -39,6 +39,10 @@ type GPUInput struct {
 	// FileFallback is why GDS fell back for this version of the file before
 	// ("" when it did not): the file is not tried with GDS again.
 	FileFallback string
+	// GDSCompat: the cuFile driver is open but runs only in its
+	// compatibility mode (no nvidia-fs, no P2PDMA): POSIX reads into host
+	// bounce buffers inside cuFile, the staged path's work without its lanes.
+	GDSCompat bool
 }
 
 // GDSAligned reports whether [off, off+size) suits GDS in AUTO mode: the
@@ -56,7 +60,8 @@ func GDSAligned(off, size, fileSize uint64) bool {
 //	2   size == 0                                                none
 //	9   every byte in the HBM cache                              hbm    (device to device)
 //	10  every byte in the HBM or DRAM cache                      cache  (host to device from cache memory)
-//	11  gds_mode OFF, or GDS unavailable (not built, no cuFile)  staged
+//	11  gds_mode OFF, or GDS unavailable (not built, no cuFile,  staged
+//	    or AUTO with cuFile in compatibility mode)
 //	12  GDS fell back for this file version before               staged
 //	13  AUTO: uncached bytes below gds_threshold_bytes           staged
 //	14  AUTO: offset or size not a multiple of 4 KiB             staged
@@ -90,6 +95,9 @@ func DecideGPU(c GPUConfig, in GPUInput) Decision {
 		return d(PathStaged, 12, "GDS fell back for this file before ("+in.FileFallback+"): not retried")
 	case c.GDSMode == GDSRequired:
 		return d(PathGDS, 15, "gds_mode REQUIRED")
+	case in.GDSCompat:
+		return d(PathStaged, 11, "cuFile runs in compatibility mode (no nvidia-fs, no P2PDMA): "+
+			"the staged path is faster (gds_mode REQUIRED would use cuFile)")
 	case uncached < c.GDSThreshold:
 		return d(PathStaged, 13, fmt.Sprintf("uncached bytes %d below gds_threshold_bytes %d", uncached, c.GDSThreshold))
 	case !GDSAligned(in.Off, in.Size, in.FileSize):

@@ -29,6 +29,8 @@ func TestDecideGPU_Table(t *testing.T) {
 		{"tail at eof", auto, GPUInput{GPUAvailable: true, Off: 4096, Size: 8<<20 + 1, FileSize: 4096 + 8<<20 + 1}, PathGDS, 15, "aligned"},
 		{"large aligned", auto, GPUInput{GPUAvailable: true, Size: 8 << 20, FileSize: 64 << 20}, PathGDS, 15, "aligned"},
 		{"required small unaligned", GPUConfig{GDSMode: GDSRequired}, GPUInput{GPUAvailable: true, Off: 3, Size: 5, FileSize: 64 << 20}, PathGDS, 15, "REQUIRED"},
+		{"compat mode", auto, GPUInput{GPUAvailable: true, Size: 8 << 20, FileSize: 64 << 20, GDSCompat: true}, PathStaged, 11, "compatibility mode"},
+		{"required compat mode", GPUConfig{GDSMode: GDSRequired}, GPUInput{GPUAvailable: true, Size: 8 << 20, FileSize: 64 << 20, GDSCompat: true}, PathGDS, 15, "REQUIRED"},
 		{"required unavailable", GPUConfig{GDSMode: GDSRequired}, GPUInput{GPUAvailable: true, Size: 5, GDSUnavailable: "no"}, PathStaged, 11, "no"},
 	}
 	for _, tc := range cases {

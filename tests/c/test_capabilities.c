@@ -11,7 +11,9 @@
  *       nouring    the same with MEMTIER_IO_URING=0: IO_URING is clear;
  *       diskcache  the same with MEMTIER_DISK_CACHE_DIR set: DISK_CACHE too;
  *       double     MEMTIER_CUDA_LIBRARY / MEMTIER_CUFILE_LIBRARY are the
- *                  test doubles of tests/gpu_double: CUDA and GDS too.
+ *                  test doubles of tests/gpu_double: CUDA and GDS too;
+ *       compat     the doubles with FAKE_CUFILE_COMPAT_MODE=1 (cuFile
+ *                  without nvidia-fs): CUDA, GDS and GDS_COMPAT.
  *     Misuse: NULL ctx or caps_out is INVALID_ARG (caps_out 0), a finalized
  *     context is CLOSED.
  * (2) memtier_explain_sized: the full size gives the bytes memtier_explain
@@ -45,6 +47,7 @@ static void test_capabilities(const char* mode) {
     if (strcmp(mode, "nouring") != 0 && uring) want |= MEMTIER_CAP_IO_URING;
     if (strcmp(mode, "diskcache") == 0) want |= MEMTIER_CAP_DISK_CACHE;
     if (strcmp(mode, "double") == 0) want |= MEMTIER_CAP_CUDA | MEMTIER_CAP_GDS;
+    if (strcmp(mode, "compat") == 0) want |= MEMTIER_CAP_CUDA | MEMTIER_CAP_GDS | MEMTIER_CAP_GDS_COMPAT;
 
     memtier_ctx_t* ctx = mt_init_cfg(NULL);
     uint64_t caps = ~(uint64_t)0;

@@ -13,7 +13,11 @@
  *             fallback count); a file system cuFile refuses
  *             (FAKE_CUFILE_UNSUPPORTED_FS) falls back with reason
  *             fs_unsupported shown by memtier_gpu_info; a rewritten file is a
- *             new version and is tried with GDS again.
+ *             new version and is tried with GDS again. When memtier_gpu_info
+ *             says "gds_path: compat" (cuFile without nvidia-fs; ctest's
+ *             test_gpu_gds_compat sets FAKE_CUFILE_COMPAT_MODE=1), the aligned
+ *             read is staged instead, with no fallback counted, explain says
+ *             why, and a gds_mode REQUIRED context reads it with cuFile.
  *   required  MEMTIER_GDS_MODE=required: init succeeds (the driver opens),
  *             even a small unaligned read goes GDS, and a file system cuFile
  *             refuses is MEMTIER_ERR_UNSUPPORTED, not a fallback.
@@ -66,6 +70,25 @@ static void run_auto(void) {
            (unsigned long long)d.staged_bytes, (unsigned long long)d.gds_fallbacks);
     MT_OK(memtier_gpu_info(ctx, info, sizeof info));
     printf("memtier_gpu_info:\n%s", info);
+    if (strstr(info, "gds_path: compat") != NULL) {
+        /* cuFile without nvidia-fs (a VM; FAKE_CUFILE_COMPAT_MODE on the
+         * double): AUTO keeps to the staged path, not counted as a fallback,
+         * and REQUIRED still reads through cuFile's compatibility mode. */
+        memtier_ctx_t* req;
+        printf("note: cuFile in compatibility mode: AUTO reads staged, REQUIRED through cuFile\n");
+        MT_EQ_U64(d.staged_bytes, 8 * MiB, "compat: AUTO staged");
+        MT_EQ_U64(d.gds_bytes, 0, "compat: AUTO no GDS bytes");
+        MT_EQ_U64(d.gds_fallbacks, 0, "compat: not a fallback");
+        explain(ctx, p1, 0, 8 * MiB, MEMTIER_PATH_STAGED, "compatibility mode");
+        MT_OK(memtier_finalize(ctx));
+        req = ctx_mode(MEMTIER_GDS_REQUIRED);
+        d = read_delta(req, p1, 4096, 8 * MiB);
+        MT_EQ_U64(d.gds_bytes, 8 * MiB, "compat: REQUIRED reads with cuFile");
+        MT_EQ_U64(d.staged_bytes, 0, "compat: REQUIRED nothing staged");
+        if (mt_gpu.fake) MT_CHECK(mt_fake_cufile("compat_reads") >= 1, "compat: cuFileRead in compatibility mode");
+        MT_OK(memtier_finalize(req));
+        return;
+    }
     if (d.gds_fallbacks != 0 && !mt_gpu.fake) {
         /* A real machine whose cuFile cannot run: the fallback is the answer. */
         printf("note: GDS fell back on this machine; the GDS byte checks are skipped\n");

@@ -311,6 +311,12 @@ static void test_faults(void) {
     MT_STATUS(memtier_read(ctx, path, 0, 20 * MiB, (void*)(uintptr_t)dev, MEMTIER_TARGET_CUDA),
               MEMTIER_ERR_IO);
     printf("(6) copy fails: %s\n", memtier_last_error());
+    /* CUDA_ERROR_ILLEGAL_ADDRESS is sticky: the context is dead and the next
+     * read says so (the switch's reset below stands in for a new process). */
+    setenv("FAKE_CUDA_FAIL_COPY_AFTER", "1000000", 1);
+    MT_STATUS(memtier_read(ctx, path, 0, MiB, (void*)(uintptr_t)dev, MEMTIER_TARGET_CUDA), MEMTIER_ERR_IO);
+    MT_CHECK(strstr(memtier_last_error(), "sticky CUDA error") != NULL,
+             "(6) the read after a sticky error: \"%s\"", memtier_last_error());
     mt_fake_switch("FAKE_CUDA_FAIL_COPY_AFTER", NULL);
     mt_gpu_read_checked(ctx, path, 4096, 20 * MiB, dev, host);
 

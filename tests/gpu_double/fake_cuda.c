@@ -34,6 +34,8 @@
 struct fake_ctx {
   unsigned magic;
   int device;
+  int user; /* made by cuCtxCreate (not a primary context) */
+  int dead; /* a sticky error happened in it: every later call fails */
 };
 
 struct op {
@@ -70,6 +72,7 @@ struct region {
   int device;
   CUcontext ctx;
   size_t reserve; /* device memory: the VA range the driver reports (>= size; VMM) */
+  int managed;    /* device memory from "cuMemAllocManaged" (FAKE_CUDA_MANAGED) */
 };
 
 /* ------------------------------------------------------------- counters */
@@ -94,7 +97,10 @@ struct region {
   X(events_live) X(no_context_errors) X(context_mismatch_errors)              \
   X(bad_pointer_errors) X(failed_allocs) X(failed_copies)                     \
   X(failed_host_registers) X(failed_syncs) X(bug_freed_while_inflight)        \
-  X(bug_unregistered_while_inflight) X(bug_unregister_busy)
+  X(bug_unregistered_while_inflight) X(bug_unregister_busy)                   \
+  X(calls_cuCtxCreate) X(calls_cuCtxDestroy) X(user_contexts_live)            \
+  X(streams_in_user_contexts) X(host_registers_in_user_contexts)             \
+  X(sticky_errors) X(bug_unordered_write)
 
 FAKE_STATS(STATS);
 
@@ -115,6 +121,9 @@ static __thread CUcontext current;
 
 static struct region *regions;
 static size_t nregions, capregions;
+/* Every live stream, so busy() can look at the queues. */
+static struct fake_stream **streams;
+static size_t nstreams, capstreams;
 
 static int deferred(void) { return env_long("FAKE_CUDA_DEFER_COPIES", 0) != 0; }
 
@@ -202,11 +211,39 @@ static void drain(struct fake_stream *s, unsigned long long seq) {
   }
 }
 
+/* A sticky error (CUDA_ERROR_ILLEGAL_ADDRESS from a copy or a sync, as the
+ * driver's "the context cannot be used" errors): the current context is
+ * dead, and every later call that needs it fails with the same code, as in
+ * the driver, where only a new process (or a reset of the primary context)
+ * recovers. fake_cuda_reset() revives the contexts, standing in for that
+ * new process. */
+static CUresult kill_context(CUresult r) {
+  if (!ctx_ok(current)) return r;
+  current->dead = 1;
+  /* The work queued in it never completes: retired without running. */
+  for (size_t i = 0; i < nstreams; i++) {
+    struct fake_stream *st = streams[i];
+    if (st->ctx != current) continue;
+    while (st->head) {
+      struct op *o = st->head;
+      st->head = o->next;
+      if (!o->is_event) gauge_inflight(-1);
+      free(o);
+    }
+    st->tail = NULL;
+  }
+  return r;
+}
+
 static int need_context(void) {
   if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (!ctx_ok(current)) {
     bump(S_no_context_errors, 1);
     return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (current->dead) {
+    bump(S_sticky_errors, 1);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
   return CUDA_SUCCESS;
 }
@@ -223,7 +260,25 @@ static CUresult need_device(const void *out, int ordinal) {
   return r == CUDA_SUCCESS && (ordinal < 0 || ordinal >= ndevices) ? CUDA_ERROR_INVALID_DEVICE : r;
 }
 
+/* The stream-ordering check: a write into [p, p+n) while another stream
+ * still has a copy into an overlapping range queued (not yet covered by a
+ * synchronisation) races with it: on a GPU the later-queued write can land
+ * first and be overwritten, as a fill that did not wait for the producer's
+ * stream is. Counted in bug_unordered_write (self: the writer's own stream,
+ * whose queue is ordered; NULL for cuFileRead, which orders with nothing). */
+static void check_ordering(const struct fake_stream *self, const char *p, size_t n) {
+  for (size_t i = 0; i < nstreams; i++) {
+    if (streams[i] == self) continue;
+    for (struct op *o = streams[i]->head; o; o = o->next)
+      if (!o->is_event && !o->done && (const char *)o->dst < p + n && p < (const char *)o->dst + o->n) {
+        bump(S_bug_unordered_write, 1);
+        return;
+      }
+  }
+}
+
 static int enqueue_copy(CUstream s, void *dst, const void *src, size_t n, int src_pinned, int can_defer) {
+  check_ordering(s, dst, n);
   struct op *o = calloc(1, sizeof *o);
   if (!o) return CUDA_ERROR_OUT_OF_MEMORY;
   o->seq = next_seq++;
@@ -255,6 +310,14 @@ EXPORT int fake_cuda_is_initialized(void) {
   return r;
 }
 
+EXPORT int fake_cuda_is_managed(CUdeviceptr p) {
+  pthread_mutex_lock(&mu);
+  struct region *r = find((void *)(uintptr_t)p, 0);
+  int m = r && r->kind == KIND_DEVICE && r->managed;
+  pthread_mutex_unlock(&mu);
+  return m;
+}
+
 EXPORT int fake_cuda_device_range_ok(CUdeviceptr p, size_t n) {
   pthread_mutex_lock(&mu);
   struct region *r = find((void *)(uintptr_t)p, n);
@@ -264,6 +327,12 @@ EXPORT int fake_cuda_device_range_ok(CUdeviceptr p, size_t n) {
 }
 
 EXPORT CUcontext fake_cuda_current_context(void) { return current; }
+
+EXPORT void fake_cuda_check_write(CUdeviceptr p, size_t n) {
+  pthread_mutex_lock(&mu);
+  check_ordering(NULL, (const char *)(uintptr_t)p, n);
+  pthread_mutex_unlock(&mu);
+}
 
 EXPORT long long fake_cuda_stat(const char *name) {
   /* primary_refs_<d>: device d's primary context references (a gauge). */
@@ -284,13 +353,15 @@ EXPORT void fake_cuda_reset(void) {
   pthread_mutex_lock(&mu);
   for (int i = 0; i < S_COUNT; i++) {
     if (i == S_inflight || i == S_device_bytes_live || i == S_allocs_live || i == S_host_registered_live ||
-        i == S_streams_live || i == S_events_live)
+        i == S_streams_live || i == S_events_live || i == S_user_contexts_live)
       continue;
     stats[i] = 0;
   }
   stats[S_max_inflight] = stats[S_inflight];
   stats[S_device_bytes_peak] = stats[S_device_bytes_live];
   n_allocs = n_copies = n_host_registers = n_syncs = 0;
+  for (int i = 0; i < MAX_DEVICES; i++) primary[i].dead = 0;
+  if (ctx_ok(current)) current->dead = 0;
   pthread_mutex_unlock(&mu);
 }
 
@@ -340,7 +411,7 @@ EXPORT CUresult cuInit(unsigned flags) {
     if (n > MAX_DEVICES) n = MAX_DEVICES;
     if (!initialized) {
       ndevices = (int)n;
-      for (int i = 0; i < MAX_DEVICES; i++) primary[i] = (struct fake_ctx){CTX_MAGIC, i};
+      for (int i = 0; i < MAX_DEVICES; i++) primary[i] = (struct fake_ctx){CTX_MAGIC, i, 0, 0};
     }
     initialized = 1;
   }
@@ -429,6 +500,69 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext c) {
   return r;
 }
 
+/* A context of the caller's own (not the device's primary one), current
+ * on this thread afterwards, as cuCtxCreate pushes it. Its streams and the
+ * host memory registered while it was current die with it (cuCtxDestroy),
+ * as in the driver; copies into its device memory from another context of
+ * the same device work (unified addressing). */
+EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d) {
+  (void)flags;
+  pthread_mutex_lock(&mu);
+  bump(S_calls_cuCtxCreate, 1);
+  CUresult r = need_device(c, d);
+  if (r == CUDA_SUCCESS) {
+    struct fake_ctx *x = calloc(1, sizeof *x);
+    if (!x) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      *x = (struct fake_ctx){CTX_MAGIC, d, 1, 0};
+      *c = x;
+      current = x;
+      bump(S_user_contexts_live, 1);
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+static void destroy_stream_locked(struct fake_stream *s);
+
+/* Destroys a context from cuCtxCreate: its device memory is freed, its host
+ * registrations dropped and its streams destroyed (queued copies complete
+ * first). The handle is never reused (the struct is kept, marked dead). */
+EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
+  pthread_mutex_lock(&mu);
+  bump(S_calls_cuCtxDestroy, 1);
+  CUresult r = !initialized ? CUDA_ERROR_NOT_INITIALIZED : (!ctx_ok(c) || !c->user) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS) {
+    for (size_t i = 0; i < nstreams;)
+      if (streams[i]->ctx == c)
+        destroy_stream_locked(streams[i]);
+      else
+        i++;
+    for (size_t i = 0; i < nregions;) {
+      struct region *g = &regions[i];
+      if (g->ctx != c) {
+        i++;
+        continue;
+      }
+      if (g->kind == KIND_DEVICE) {
+        bump(S_allocs_live, -1);
+        bump(S_device_bytes_live, -(long long)g->size);
+        free(g->base);
+      } else {
+        bump(S_host_registered_live, -1);
+      }
+      remove_region(g);
+    }
+    c->magic = 0;
+    if (current == c) current = NULL;
+    bump(S_user_contexts_live, -1);
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
 EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
   pthread_mutex_lock(&mu);
   bump(S_calls_cuCtxGetDevice, 1);
@@ -447,6 +581,7 @@ enum {
   ATTR_RANGE_START_ADDR = 11,
   ATTR_RANGE_SIZE = 12,
   ATTR_MAPPED = 13,
+  ATTR_IS_MANAGED = 8,
   MEMORYTYPE_HOST = 1,
   MEMORYTYPE_DEVICE = 2
 };
@@ -492,6 +627,9 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
     case ATTR_MAPPED: /* a boolean; written as one byte */
       *(unsigned char *)data = c < g->base + g->size;
       break;
+    case ATTR_IS_MANAGED: /* a boolean; written as one byte */
+      *(unsigned char *)data = g->kind == KIND_DEVICE && g->managed;
+      break;
     default:
       r = CUDA_ERROR_INVALID_VALUE;
     }
@@ -524,7 +662,8 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
       memset(b, 0xA5, n); /* uninitialised device memory is not zero */
-      if (!add_region((struct region){b, n, KIND_DEVICE, current->device, current, n + (size_t)extra})) {
+      int managed = env_long("FAKE_CUDA_MANAGED", 0) != 0;
+      if (!add_region((struct region){b, n, KIND_DEVICE, current->device, current, n + (size_t)extra, managed})) {
         free(b);
         r = CUDA_ERROR_OUT_OF_MEMORY;
       } else {
@@ -570,11 +709,12 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
     bump(S_failed_host_registers, 1);
     r = CUDA_ERROR_OUT_OF_MEMORY;
   }
-  if (r == CUDA_SUCCESS && !add_region((struct region){p, n, KIND_HOST, current->device, current, n}))
+  if (r == CUDA_SUCCESS && !add_region((struct region){p, n, KIND_HOST, current->device, current, n, 0}))
     r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) {
     bump(S_host_registered_live, 1);
     if (((uintptr_t)p & 4095) || (n & 4095)) bump(S_host_register_unaligned, 1);
+    if (current->user) bump(S_host_registers_in_user_contexts, 1);
   }
   pthread_mutex_unlock(&mu);
   return r;
@@ -598,9 +738,6 @@ EXPORT CUresult cuMemHostUnregister(void *p) {
   return r;
 }
 
-/* Every live stream, so busy() can look at the queues. */
-static struct fake_stream **streams;
-static size_t nstreams, capstreams;
 
 static int busy(const char *p, size_t n) {
   for (size_t i = 0; i < nstreams; i++)
@@ -623,7 +760,7 @@ static CUresult check_stream(CUstream s) {
 static CUresult copy_fault(void) {
   if (injected("FAKE_CUDA_FAIL_COPY_AFTER", &n_copies)) {
     bump(S_failed_copies, 1);
-    return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return kill_context(CUDA_ERROR_ILLEGAL_ADDRESS);
   }
   return CUDA_SUCCESS;
 }
@@ -719,6 +856,7 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
       streams[nstreams++] = s;
       *ps = s;
       bump(S_streams_live, 1);
+      if (current->user) bump(S_streams_in_user_contexts, 1);
     }
   }
   pthread_mutex_unlock(&mu);
@@ -728,7 +866,7 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
 static CUresult sync_fault(void) {
   if (injected("FAKE_CUDA_FAIL_SYNC_AFTER", &n_syncs)) {
     bump(S_failed_syncs, 1);
-    return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return kill_context(CUDA_ERROR_ILLEGAL_ADDRESS);
   }
   return CUDA_SUCCESS;
 }
@@ -764,21 +902,24 @@ EXPORT CUresult cuStreamSynchronize(CUstream s) {
   return r;
 }
 
+/* Drains s (queued work still completes, as in CUDA), unlists and frees it. */
+static void destroy_stream_locked(struct fake_stream *s) {
+  drain(s, ~0ULL);
+  for (size_t i = 0; i < nstreams; i++)
+    if (streams[i] == s) {
+      streams[i] = streams[--nstreams];
+      break;
+    }
+  s->magic = 0;
+  free(s);
+  bump(S_streams_live, -1);
+}
+
 EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   pthread_mutex_lock(&mu);
   bump(S_calls_cuStreamDestroy, 1);
   CUresult r = check_stream(s);
-  if (r == CUDA_SUCCESS) {
-    drain(s, ~0ULL); /* queued work still completes, as in CUDA */
-    for (size_t i = 0; i < nstreams; i++)
-      if (streams[i] == s) {
-        streams[i] = streams[--nstreams];
-        break;
-      }
-    s->magic = 0;
-    free(s);
-    bump(S_streams_live, -1);
-  }
+  if (r == CUDA_SUCCESS) destroy_stream_locked(s);
   pthread_mutex_unlock(&mu);
   return r;
 }

@@ -38,8 +38,14 @@ enum {
 int fake_cuda_is_initialized(void);
 /* 1 when [p, p+n) lies inside one fake device allocation. */
 int fake_cuda_device_range_ok(CUdeviceptr p, size_t n);
+/* 1 when p is in device memory allocated as managed memory. */
+int fake_cuda_is_managed(CUdeviceptr p);
 /* The context current on the calling thread (NULL when none). */
 CUcontext fake_cuda_current_context(void);
+/* The stream-ordering check for a write into [p, p+n) that no stream
+ * orders (cuFileRead): counts bug_unordered_write when a stream still has an
+ * overlapping copy queued. */
+void fake_cuda_check_write(CUdeviceptr p, size_t n);
 
 /* Test hooks (both doubles): read one named counter (-1 when unknown), and
  * zero every counter and fault-injection count. */

@@ -34,6 +34,7 @@ enum {
   CU_FILE_IO_NOT_SUPPORTED = 5008,
   CU_FILE_CUDA_DRIVER_ERROR = 5011,
   CU_FILE_CUDA_POINTER_INVALID = 5012,
+  CU_FILE_CUDA_MEMORY_TYPE_INVALID = 5013,
   CU_FILE_CUDA_POINTER_RANGE_ERROR = 5014,
   CU_FILE_INVALID_FILE_TYPE = 5018,
   CU_FILE_INVALID_VALUE = 5022,
@@ -68,7 +69,7 @@ typedef struct fake_handle *CUfileHandle_t;
   X(calls_cuFileHandleDeregister) X(calls_cuFileRead) X(driver_open) X(handles_live) \
   X(registered_without_odirect) X(read_bytes) X(partial_reads) X(eof_reads)       \
   X(failed_reads) X(no_context_errors) X(bad_pointer_errors) X(unsupported_fs)    \
-  X(bug_read_unregistered)
+  X(bug_read_unregistered) X(calls_cuFileDriverGetProperties) X(compat_reads)
 
 FAKE_STATS(STATS);
 
@@ -93,6 +94,20 @@ EXPORT void fake_cufile_reset(void) {
   pthread_mutex_unlock(&mu);
 }
 
+/* cuFile's log: a line appended to $CUFILE_LOGFILE_PATH when that is set (the
+ * real library's highest-priority log location), so scripts that gather the
+ * log can be tested; nothing otherwise. */
+static void log_line(const char *msg) {
+  const char *path = getenv("CUFILE_LOGFILE_PATH");
+  if (!path || !*path) return;
+  FILE *f = fopen(path, "a");
+  if (!f) return;
+  fprintf(f, "fake_cufile: %s\n", msg);
+  fclose(f);
+}
+
+static int compat_mode(void);
+
 EXPORT CUfileError_t cuFileDriverOpen(void) {
   pthread_mutex_lock(&mu);
   stats[S_calls_cuFileDriverOpen]++;
@@ -104,6 +119,54 @@ EXPORT CUfileError_t cuFileDriverOpen(void) {
     r = status((int)fail, 0);
   else
     stats[S_driver_open] = 1;
+  pthread_mutex_unlock(&mu);
+  if (r.err == CU_FILE_SUCCESS)
+    log_line(compat_mode() ? "driver open, running in compatible mode (no nvidia-fs)" : "driver open, nvidia-fs 2.17");
+  else
+    log_line("driver open failed");
+  return r;
+}
+
+/* Compatibility mode (FAKE_CUFILE_COMPAT_MODE=1): what cuFile does without
+ * nvidia-fs.ko. Reads still work (POSIX reads and copies inside cuFile, here
+ * the same pread) and are counted in compat_reads. */
+static int compat_mode(void) { return env_long("FAKE_CUFILE_COMPAT_MODE", 0) != 0; }
+
+/* CUfileDrvProps_t's leading fields as cufile.h lays them out: nvfs
+ * {major_version, minor_version, poll_thresh_size, max_direct_io_size,
+ * dstatusflags, dcontrolflags}, then fflags and the size limits. Only the
+ * fields the library reads are filled; the rest are zero. */
+typedef struct {
+  struct {
+    unsigned major_version, minor_version;
+    size_t poll_thresh_size, max_direct_io_size;
+    unsigned dstatusflags, dcontrolflags;
+  } nvfs;
+  unsigned fflags, max_device_cache_size, per_buffer_cache_size, max_device_pinned_mem_size;
+  unsigned max_batch_io_count, max_batch_io_timeout_msecs;
+} CUfileDrvProps_t;
+
+enum { CU_FILE_NVME_SUPPORTED = 4 };
+
+/* nvidia-fs 2.17 with NVMe support, or (compatibility mode) no nvidia-fs and
+ * no P2PDMA bit: major_version 0 and dstatusflags 0. */
+EXPORT CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *props) {
+  pthread_mutex_lock(&mu);
+  stats[S_calls_cuFileDriverGetProperties]++;
+  CUfileError_t r = status(CU_FILE_SUCCESS, 0);
+  if (!stats[S_driver_open]) {
+    r = status(CU_FILE_DRIVER_NOT_INITIALIZED, 0);
+  } else if (!props) {
+    r = status(CU_FILE_INVALID_VALUE, 0);
+  } else {
+    memset(props, 0, sizeof *props);
+    if (!compat_mode()) {
+      props->nvfs.major_version = 2;
+      props->nvfs.minor_version = 17;
+      props->nvfs.dstatusflags = 1u << CU_FILE_NVME_SUPPORTED;
+    }
+    props->nvfs.max_direct_io_size = 16 << 20;
+  }
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -189,6 +252,9 @@ EXPORT ssize_t cuFileRead(CUfileHandle_t fh, void *base, size_t size, off_t file
   } else if (!fake_cuda_device_range_ok((CUdeviceptr)(uintptr_t)base, 1)) {
     stats[S_bad_pointer_errors]++;
     r = -CU_FILE_CUDA_POINTER_INVALID;
+  } else if (fake_cuda_is_managed((CUdeviceptr)(uintptr_t)base)) {
+    stats[S_bad_pointer_errors]++;
+    r = -CU_FILE_CUDA_MEMORY_TYPE_INVALID; /* cuFile reads into device memory only */
   } else if (size > 0 && !fake_cuda_device_range_ok(dst, size)) {
     stats[S_bad_pointer_errors]++;
     r = -CU_FILE_CUDA_POINTER_RANGE_ERROR;
@@ -205,6 +271,7 @@ EXPORT ssize_t cuFileRead(CUfileHandle_t fh, void *base, size_t size, off_t file
       }
     } else {
       fd = fh->priv_fd;
+      if (compat_mode()) stats[S_compat_reads]++;
     }
   }
   pthread_mutex_unlock(&mu);
@@ -212,6 +279,7 @@ EXPORT ssize_t cuFileRead(CUfileHandle_t fh, void *base, size_t size, off_t file
     if (r == -1) errno = err;
     return r;
   }
+  fake_cuda_check_write(dst, size);
 
   size_t want = size;
   long partial = env_long("FAKE_CUFILE_PARTIAL", 0);

@@ -124,10 +124,29 @@ def test_fill_waits_for_the_producer_stream(run_gpu, pfile, flags, exported, cou
         d.__cuda_array_interface__["stream"] = s.value if {exported!r} == "handle" else {exported!r}
         with memtier.Context(cache_bytes=0) as ctx:
             ctx.read_into(P, 5, d)
+        assert stat("bug_unordered_write") == 0, "the fill started before the producer's stream was done"
         ok(cu.cuStreamSynchronize(s), "the test's own sync")  # whatever was pending lands now
         assert dread(dst, N) == fbytes(P, 5, N), "MemTier's fill was overwritten by the producer"
         if {counter!r}:
             assert stat({counter!r}) == 1, stat({counter!r})
+        print("ok")
+    """), env={"FAKE_CUDA_DEFER_COPIES": "1"})
+
+
+@needs_double
+def test_the_double_sees_a_fill_before_the_producer(run_gpu, pfile):  # noqa: F811
+    # The double's stream-ordering check: a destination that hides its
+    # producer's stream (stream None while a copy into it is still queued)
+    # gets filled too early, and the double counts the race.
+    path = pfile(1 << 20)
+    run_gpu(PRODUCER + textwrap.dedent(f"""
+        P, N = {path!r}, 300000
+        s, dst = producer(1, N)
+        with memtier.Context(cache_bytes=0) as ctx:
+            ctx.read_into(P, 5, Dev(dst, N))
+        assert stat("bug_unordered_write") == 1, stat("bug_unordered_write")
+        ok(cu.cuStreamSynchronize(s), "sync")
+        assert dread(dst, N) == bytes([0xEE]) * N, "the producer's late copy should have won"
         print("ok")
     """), env={"FAKE_CUDA_DEFER_COPIES": "1"})
 

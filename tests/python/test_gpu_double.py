@@ -120,6 +120,9 @@ def run_gpu(run_py):
         for k in list(os.environ):
             if k.startswith("FAKE_CU"):
                 e[k] = None
+        # Deferred copies: an async copy lands only when a sync covers it, as
+        # on a GPU, so a missing wait shows as wrong bytes ("0" turns it off).
+        e["FAKE_CUDA_DEFER_COPIES"] = "1"
         e.update(env or {})
         import textwrap
 
