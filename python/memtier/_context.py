@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from . import _buffers, _chunkio, _constants, _dtypes, _errors, _ffi, _fork, _ranges
+from . import _buffers, _chunkio, _constants, _dtypes, _errors, _ffi, _fork, _pickling, _ranges
 from ._buffers import (  # noqa: F401  (re-exported: other modules import them from here)
     TARGET_CPU as TARGET_CPU,
     TARGET_CUDA as TARGET_CUDA,
@@ -329,7 +329,9 @@ class Context:
         return f"<memtier.Context pid={getattr(self, '_pid', '?')} {state}>"
 
     def __reduce__(self) -> Any:
-        raise TypeError(
+        """Refuse: a context is one process's runtime state (TypeError naming
+        the fix; see :mod:`memtier._pickling` for DataLoader workers)."""
+        return _pickling.refuse(
             "memtier.Context cannot be pickled: create a context in each process "
             "(or use the module-level functions, which make one per process)"
         )
