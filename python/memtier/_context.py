@@ -275,7 +275,7 @@ class Context:
         self._ca = _buffers.bind_ffi(ffi)  # ffi.typeof("char[]"), for from_buffer
         cfg = ffi.new("memtier_config_t *")
         _check(lib.memtier_config_default_sized(cfg, ffi.sizeof("memtier_config_t")),
-               "memtier.Context: memtier_config_default")
+               "memtier.Context")
         for key, value in settings.items():
             if value is None:
                 continue
@@ -286,7 +286,7 @@ class Context:
                 continue
             _set_field(cfg, key, value)
         out = ffi.new("memtier_ctx_t **")
-        _check(lib.memtier_init(cfg, out), "memtier.Context: memtier_init")
+        _check(lib.memtier_init(cfg, out), "memtier.Context")
         self._h = out[0]
         self._pid = rt.pid
         self._rt = rt

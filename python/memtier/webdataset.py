@@ -65,7 +65,7 @@ class _Shard:
         out = ctx._ffi.new("memtier_dataset_t **")
         rc = ctx._lib.memtier_dataset_open_tar(h, _cpath(path), out)
         if rc:
-            ctx._fail(rc, "TarShardDataset: memtier_dataset_open_tar", path)
+            ctx._fail(rc, "TarShardDataset", path)
         self.h = out[0]
         self.fin = _fork.finalizer(self, ctx._lib.memtier_dataset_close, self.h, ctx._pid, ctx)
 
@@ -222,13 +222,13 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
             sh = self._shard(st, s)
             rc = lib.memtier_dataset_count(sh.h, cnt)
             if rc:
-                ctx._fail(rc, "TarShardDataset: memtier_dataset_count", path)
+                ctx._fail(rc, "TarShardDataset", path)
             cur_key: Optional[str] = None
             cur_exts: set = set()
             for i in range(int(cnt[0])):
                 rc = lib.memtier_dataset_sample(sh.h, i, offp, sizep, namep)
                 if rc:
-                    ctx._fail(rc, "TarShardDataset: memtier_dataset_sample", path)
+                    ctx._fail(rc, "TarShardDataset", path)
                 name = ffi.string(namep[0]).decode("utf-8", "surrogateescape")
                 if "/" not in name and name.startswith("__") and name.endswith("__"):
                     continue  # WebDataset metadata entries
