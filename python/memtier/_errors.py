@@ -289,7 +289,7 @@ def relabel(e: MemTierError, old: str, new: str) -> None:
         msg = new + e.args[i][len(old):]
         e.args = e.args[:i] + (msg,) + e.args[i + 1:]
         if i:
-            e.strerror = msg
+            e.strerror = msg  # type: ignore[attr-defined]
 
 
 def fork_error(load_pid: int, pid: int) -> ForkError:
