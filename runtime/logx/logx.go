@@ -162,3 +162,41 @@ func write(s string) {
 	io.WriteString(out, s)
 	outMu.Unlock()
 }
+
+// Capture is for tests of the packages that log: it sets the level to l,
+// sends lines to a buffer and forgets every key's rate state. lines returns
+// what was printed since; restore puts stderr and the environment's level
+// back. Not for concurrent use with another Capture.
+func Capture(l int32) (lines func() string, restore func()) {
+	b := &syncBuffer{}
+	outMu.Lock()
+	prev := out
+	out = b
+	outMu.Unlock()
+	keys.Range(func(k, _ any) bool { keys.Delete(k); return true })
+	level.Store(l)
+	return b.String, func() {
+		outMu.Lock()
+		out = prev
+		outMu.Unlock()
+		level.Store(-1)
+	}
+}
+
+// syncBuffer is a strings.Builder written under outMu and read with its own lock.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -70,7 +70,7 @@ func (c *Client) fetch(ctx context.Context, op string, sp getSpec) (getResult, e
 			return getResult{}, c.fail(op, sp.loc, origFirst, origLast, ae, attempt, time.Since(start))
 		}
 		c.st.retries.Add(1)
-		logx.Infof("remote.retry", "%s bytes=%d-%d: attempt %d failed (HTTP %d %s); retrying in %v", sp.loc, sp.first, sp.last, attempt, ae.status, ae.reason, wait)
+		logx.Infof("remote.retry", "%s bytes=%d-%d: attempt %d failed (%s); retrying", sp.loc, sp.first, sp.last, attempt, ae.brief())
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
