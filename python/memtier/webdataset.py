@@ -439,7 +439,7 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
                 bad = np.flatnonzero(res < 0)
                 code = int(res[bad[0]]) if bad.size else rc
                 m = int(mem[sel[bad[0]]]) if bad.size else None
-                where = "TarShardDataset: %s" % self._urls[s]
+                where = "TarShardDataset" if self._urls[s] in detail else "TarShardDataset: %s" % self._urls[s]
                 if m is not None:
                     where += ": member %d" % int(self._m_idx[m])
                 raise _errors.make_error(code, where, detail, strerror=_ffi.strerror(code),

@@ -136,3 +136,29 @@ def test_unknown_memtier_variable_warns_with_the_closest_name(run_py):
         "MEMTIER_CACHE_BYTES?); it is ignored",
         "memtier: warning: unknown environment variable MEMTIER_LOGG (did you mean MEMTIER_LOG?); "
         "it is ignored"]
+
+
+def test_tar_read_errors_name_the_shard_once(tmp_path):
+    p = str(tmp_path / "s.tar")
+    with tarfile.open(p, "w", format=tarfile.USTAR_FORMAT) as t:
+        for k in range(3):
+            ti = tarfile.TarInfo("s%d.bin" % k)
+            ti.size = 1000
+            t.addfile(ti, io.BytesIO(b"y" * 1000))
+    ds = TarShardDataset(p)
+    os.truncate(p, 1500)  # the shard changed after the dataset was built
+    with pytest.raises(memtier.MemTierError) as ei:
+        ds[2]
+    assert str(ei.value) == (f"TarShardDataset: member 2: load {p}: file changed since open (size, "
+                             "mtime or inode differ): open it again")
+
+
+def test_cuda_errors_quote_the_dlopen_text_once(run_py):
+    r = run_py("""
+        import memtier
+        try:
+            memtier.load_tensor(__file__, 0, (4,), "uint8", device="cuda")
+        except memtier.UnsupportedError as e:
+            print(str(e).count("cannot open shared object file"), e.gpu_info.count("cannot open shared object file"))
+    """, env={"MEMTIER_CUDA_LIBRARY": "/nonexistent/libcuda.so.1"})
+    assert r.returncode == 0 and r.stdout == "1 1\n", (r.stdout, r.stderr)
