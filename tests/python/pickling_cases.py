@@ -29,7 +29,13 @@ ret_slice          a SafeSlice; the parent reads rows k:k+2
 ret_context        a Context: TypeError in the parent's next(), no hang
 ret_request        a Request: TypeError in the parent's next(), no hang
 ret_chunks         a ChunkStream: TypeError in the parent's next(), no hang
+ret_format_error   raises the FormatError (a SafetensorError) of a bad file:
+                   the parent's next() raises it (its class pickles)
 =================  ==========================================================
+
+And ``pool_not_found``: a Pool(1) of METHOD maps a read of a missing file;
+the parent gets the NotFoundError. Errors are reported as ``[class name,
+last line of the message]``.
 """
 
 from __future__ import annotations
@@ -87,7 +93,16 @@ def make_files(work: str) -> dict:
             ti = tarfile.TarInfo("s%03d.bin" % k)
             ti.size = len(b)
             t.addfile(ti, io.BytesIO(b))
-    return {"st": st, "data": data, "index": index, "tar": tar}
+    bad = os.path.join(work, "bad.safetensors")
+    with open(bad, "wb") as f:
+        f.write(struct.pack("<Q", 4) + b"{xx}")
+    return {"st": st, "data": data, "index": index, "tar": tar, "bad": bad,
+            "missing": os.path.join(work, "missing.bin")}
+
+
+def read_missing(path: str) -> bytes:
+    """A Pool task: read 4 bytes of ``path`` (missing: NotFoundError)."""
+    return memtier.read(path, 0, 4)
 
 
 def as_bytes(x) -> bytes:
@@ -128,6 +143,8 @@ class Returning:
             return mts.safe_open(p, framework="np")
         if self.kind == "slice":
             return mts.safe_open(p, framework="np").get_slice("w")
+        if self.kind == "format_error":
+            return mts.safe_open(self.files["bad"], framework="np")
         if self.kind == "context":
             return memtier.Context()
         if self.kind == "request":
@@ -151,6 +168,8 @@ def run(name: str, fn) -> list:
         return ["ok", fn()]
     except TypeError as e:
         return ["TypeError", str(e)]
+    except memtier.MemTierError as e:
+        return [type(e).__name__, str(e).splitlines()[-1]]
     except Exception as e:  # reported, so the test shows what went wrong
         return ["other", "%s: %s" % (type(e).__name__, e)]
 
@@ -176,6 +195,15 @@ def main() -> None:
         Returning(files, "slice"), method, lambda k, x: as_bytes(x[k:k + 2])))
     for kind in ("context", "request", "chunks"):
         out["ret_" + kind] = run(kind, lambda: consume(Returning(files, kind), method, same))
+    out["ret_format_error"] = run("ret_format_error", lambda: consume(
+        Returning(files, "format_error"), method, same))
+
+    def pool() -> list:
+        import multiprocessing as mp
+
+        with mp.get_context(method).Pool(1) as p:
+            return p.map(read_missing, [files["missing"]])
+    out["pool_not_found"] = run("pool_not_found", pool)
     print(json.dumps(out, sort_keys=True))
 
 

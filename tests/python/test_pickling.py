@@ -162,10 +162,47 @@ def test_plain_value_objects_round_trip(st):
     assert pickle.loads(pickle.dumps(s)) == s
 
 
+def raised(fn):
+    try:
+        fn()
+    except memtier.MemTierError as e:
+        return e
+    raise AssertionError("no error")
+
+
+def test_errors_round_trip_with_class_code_detail_message_errno_filename(st, tmp_path):
+    # N12 (a): each error class raised through a real call, then pickled
+    bad = str(tmp_path / "bad.safetensors")
+    with open(bad, "wb") as f:
+        f.write(struct.pack("<Q", 4) + b"{xx}")
+    c = memtier.Context()
+    c.close()
+    errors = [
+        raised(lambda: memtier.read(str(tmp_path / "missing"), 0, 4)),
+        raised(lambda: memtier.read(str(tmp_path), 0, 4)),
+        raised(lambda: memtier.read(st, 0, 1 << 20)),
+        raised(lambda: mts.safe_open(bad, framework="np")),  # FormatError and SafetensorError
+        raised(lambda: mts.safe_open(st, framework="np").get_tensor("nope")),
+        raised(lambda: memtier.Context(io_threads=100000)),
+        raised(lambda: c.read(st, 0, 4)),
+    ]
+    names = [type(e).__name__ for e in errors]
+    assert names == ["NotFoundError", "IsDirectoryError", "EndOfFileError", "FormatError",
+                     "TensorNotFoundError", "InvalidArgumentError", "ClosedError"]
+    assert isinstance(errors[3], mts.SafetensorError) and isinstance(errors[4], KeyError)
+    for e in errors:
+        e2 = pickle.loads(pickle.dumps(e))
+        assert type(e2) is type(e)
+        assert (e2.code, e2.name, e2.detail, str(e2)) == (e.code, e.name, e.detail, str(e))
+        assert getattr(e2, "errno", None) == getattr(e, "errno", None)
+        assert getattr(e2, "filename", None) == getattr(e, "filename", None)
+    assert pickle.loads(pickle.dumps(type(errors[3]))) is type(errors[3])  # the class, as torch pickles it
+
+
 # -------------------------------------------------------- DataLoader workers
 
 
-def expected() -> dict:
+def expected(work: str) -> dict:
     w = cases.W.tobytes()
     rows = cases.W.reshape(8, 2)
     hold = [(w + rows[k:k + 2].tobytes() + cases.fill(k, 100 + k) + cases.fill(k + 50, 60 + k)).hex()
@@ -180,6 +217,12 @@ def expected() -> dict:
         "ret_context": ["TypeError", CONTEXT_MSG],
         "ret_request": ["TypeError", REQUEST_MSG.format(kind="read_async")],
         "ret_chunks": ["TypeError", CHUNKS_MSG],
+        "ret_format_error": ["FormatError", (
+            f"memtier.safetensors._bridged.FormatError: memtier.safetensors.safe_open: safetensors "
+            f"{work}/bad.safetensors at offset 9: invalid JSON: invalid character 'x' looking for "
+            "beginning of object key string")],
+        "pool_not_found": ["NotFoundError", (
+            f"[Errno 2] memtier.read: open {work}/missing.bin: no such file or directory")],
     }
 
 
@@ -193,4 +236,4 @@ def test_dataloader_workers_get_each_handle_or_the_parent_gets_the_type_error(me
     except subprocess.TimeoutExpired as e:
         pytest.fail("%s cases hung (> 400 s); stderr tail: %s" % (method, (e.stderr or b"")[-3000:]))
     assert r.returncode == 0, r.stderr[-4000:]
-    assert json.loads(r.stdout) == expected(), r.stderr[-4000:]
+    assert json.loads(r.stdout) == expected(str(tmp_path)), r.stderr[-4000:]
