@@ -12,6 +12,7 @@ import (
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/engine"
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/logx"
 )
 
 // The remote client and the disk cache read their settings (AWS_*,
@@ -23,6 +24,7 @@ func init() {
 		v, _ := cgetenv(name)
 		return v
 	})
+	logx.SetGetenv(func(name string) string { v, _ := cgetenv(name); return v })
 }
 
 // minConfigSize: a config must at least carry struct_size and io_threads.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/memtier/memtier/runtime/logx"
 )
 
 // TargetOptions sizes a Target. The members are created on first use, so a
@@ -193,6 +195,7 @@ func (t *Target) ForgetFD(fd int) {
 // and err make the latest-fallback line of Info.
 func (t *Target) NoteFallback(version uint64, name, reason string, err error, perFile bool) {
 	t.st.Fallback(reason)
+	logx.Warnf("gds.fallback", "%s: GDS fell back to staged reads (%s): %v", name, reason, err)
 	t.fbMu.Lock()
 	defer t.fbMu.Unlock()
 	if perFile {

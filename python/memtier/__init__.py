@@ -87,7 +87,8 @@ GPU
 
 Environment
     ``MEMTIER_LIBRARY``: library to load. ``MEMTIER_*`` settings (see the
-    README) apply to every new :class:`Context`. ``MEMTIER_PY_FORCE_NO_TORCH=1``:
+    README) apply to every new :class:`Context`. ``MEMTIER_LOG=warn|info|debug``: fallbacks and
+    policy decisions on stderr (``memtier: LEVEL: ...``; see :mod:`memtier._log`). ``MEMTIER_PY_FORCE_NO_TORCH=1``:
     behave as if torch were not importable (numpy results, tensors refused).
 """
 

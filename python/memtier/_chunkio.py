@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any, List, Optional, Sequence, Tuple
 
-from . import _errors, _ffi, _fork
+from . import _errors, _ffi, _fork, _pickling
 from ._buffers import TARGET_CPU, TARGET_CUDA, _dest, _is_torch_tensor
 from ._errors import make_error
 from ._options import CHUNK_BYTES
@@ -265,6 +265,12 @@ class ChunkStream:
         self._idx = ffi.new("size_t *")
         keep = (p, civ, prep.carr, prep.buf, prep.keep, ctx)
         self._fin = _fork.finalizer(self, lib.memtier_request_release, self._req, self._pid, keep)
+
+    def __reduce__(self) -> Any:
+        """Refuse: the reads belong to this process (TypeError naming the fix)."""
+        return _pickling.refuse(
+            "memtier.ChunkStream cannot be pickled: its reads run in this process; pickle "
+            "the path and chunks and call memtier.iter_chunks in the receiving process")
 
     def __iter__(self) -> "ChunkStream":
         return self

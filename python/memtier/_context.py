@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from . import _buffers, _chunkio, _constants, _dtypes, _errors, _ffi, _fork, _ranges
+from . import _buffers, _chunkio, _constants, _dtypes, _errors, _ffi, _fork, _pickling, _ranges
 from ._buffers import (  # noqa: F401  (re-exported: other modules import them from here)
     TARGET_CPU as TARGET_CPU,
     TARGET_CUDA as TARGET_CUDA,
@@ -275,7 +275,7 @@ class Context:
         self._ca = _buffers.bind_ffi(ffi)  # ffi.typeof("char[]"), for from_buffer
         cfg = ffi.new("memtier_config_t *")
         _check(lib.memtier_config_default_sized(cfg, ffi.sizeof("memtier_config_t")),
-               "memtier.Context: memtier_config_default")
+               "memtier.Context")
         for key, value in settings.items():
             if value is None:
                 continue
@@ -286,7 +286,7 @@ class Context:
                 continue
             _set_field(cfg, key, value)
         out = ffi.new("memtier_ctx_t **")
-        _check(lib.memtier_init(cfg, out), "memtier.Context: memtier_init")
+        _check(lib.memtier_init(cfg, out), "memtier.Context")
         self._h = out[0]
         self._pid = rt.pid
         self._rt = rt
@@ -329,7 +329,9 @@ class Context:
         return f"<memtier.Context pid={getattr(self, '_pid', '?')} {state}>"
 
     def __reduce__(self) -> Any:
-        raise TypeError(
+        """Refuse: a context is one process's runtime state (TypeError naming
+        the fix; see :mod:`memtier._pickling` for DataLoader workers)."""
+        return _pickling.refuse(
             "memtier.Context cannot be pickled: create a context in each process "
             "(or use the module-level functions, which make one per process)"
         )

@@ -78,7 +78,11 @@ def _unsupported_cuda(ctx: GpuInfoSource, where: str, missing: Any = None, detai
         msg += f"; {_CUDA_HINT}"
     else:
         msg = f"{where}: {detail or 'not supported'}"
-    msg += f".\nmemtier_gpu_info:\n{info.rstrip()}"
+    # the info's "cuda:" line is left out when the message already quotes it
+    # (the dlopen text once, not twice); exc.gpu_info keeps all of it
+    shown = "\n".join(ln for ln in info.rstrip().splitlines()
+                      if not (ln.startswith("cuda: ") and ln[len("cuda: "):] in msg))
+    msg += f".\nmemtier_gpu_info:\n{shown}"
     exc = make_error(_errors.ERR_UNSUPPORTED, msg, strerror="")
     exc.detail = detail or "; ".join(missing)
     exc.gpu_info = info  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ its ``code``, ``name`` and ``memtier_strerror`` text.
 from __future__ import annotations
 
 import errno as _errno
+import os as _os
 from typing import Callable, Dict, Optional, Type
 
 # memtier_status values, names and memtier_strerror texts: generated from
@@ -103,6 +104,19 @@ class MemTierError(Exception):
     name: str = "IO"
     detail: str = ""
     index: Optional[int] = None
+
+    def __str__(self) -> str:
+        # OSError appends ": 'filename'"; the message already names the file
+        # when the library's text does, so say it once.
+        if isinstance(self, OSError) and self.errno is not None and self.filename is not None:
+            msg = str(self.strerror)
+            try:
+                named = _os.fsdecode(self.filename) in msg
+            except TypeError:
+                named = False
+            if named:
+                return f"[Errno {self.errno}] {msg}"
+        return super().__str__()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         # The short name follows from the code: one table (STATUS_NAMES) holds them.
@@ -253,7 +267,9 @@ def make_error(
     cls = STATUS_CLASSES.get(status, MemTierError)
     name = STATUS_NAMES.get(status, f"STATUS_{status}")
     text = strerror if strerror is not None else _FALLBACK_TEXT.get(status, name.lower())
-    parts = [p for p in (prefix, text, detail, hint) if p]
+    # One message style: the caller's API name, then the specific text; the
+    # status's generic text ("malformed input (...)") only when there is none.
+    parts = [p for p in (prefix, detail or text, hint) if p]
     message = ": ".join(parts)
     exc: MemTierError
     if issubclass(cls, OSError):
@@ -300,6 +316,19 @@ def from_os_error(exc: OSError, prefix: str, filename: str) -> MemTierError:
     # goes into the message, as OSError's str() would show it.
     detail = "" if status != ERR_IO else "%s: %r" % (exc.strerror or str(exc), filename)
     return make_error(status, prefix, detail, strerror=STATUS_TEXTS[status], filename=filename)
+
+
+def relabel(e: MemTierError, old: str, new: str) -> None:
+    """Replace the leading ``old`` of ``e``'s message with ``new`` (in place):
+    an error of an internal call then names the caller's API (e.g.
+    "MemTierDataset sample 3: " for "memtier.read_into: "). No-op when the
+    message does not start with ``old``."""
+    i = 1 if isinstance(e, OSError) and len(e.args) > 1 else 0
+    if len(e.args) > i and isinstance(e.args[i], str) and e.args[i].startswith(old):
+        msg = new + e.args[i][len(old):]
+        e.args = e.args[:i] + (msg,) + e.args[i + 1:]
+        if i:
+            e.strerror = msg  # type: ignore[attr-defined]
 
 
 def fork_error(load_pid: int, pid: int) -> ForkError:

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any, Optional, Tuple
 
-from . import _errors, _ffi, _fork
+from . import _errors, _ffi, _fork, _pickling
 from ._constants import TARGET_CPU, TARGET_CUDA
 from ._cuda import _unsupported_cuda
 from ._errors import make_error
@@ -45,6 +45,13 @@ class Request:
     def __repr__(self) -> str:
         st = "pending" if self._state is None else self._state[0]
         return f"<memtier.Request {self._kind} {self._path!r} {st}>"
+
+    def __reduce__(self) -> Any:
+        """Refuse: the I/O belongs to this process (TypeError naming the fix)."""
+        return _pickling.refuse(
+            f"memtier.Request cannot be pickled: its {self._kind} runs in this process; "
+            "wait() for it and pickle the destination buffer, or pickle the path "
+            "and range and read them in the receiving process")
 
     def __enter__(self) -> "Request":
         return self

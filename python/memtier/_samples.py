@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVa
 
 import numpy as np
 
-from . import _errors
+from . import _errors, _log
 from ._context import Context
 from ._options import CONFIG_KEYS
 from ._paths import _is_url
@@ -276,6 +276,7 @@ class _PerProcess(Generic[_S]):
             if _warned_pid.get(self._NAME) == os.getpid():
                 return
             _warned_pid[self._NAME] = os.getpid()
+        _log.warn("fork.fallback", "%s: pid %d reads with os.pread: it was forked after its parent loaded libmemtier.so (use multiprocessing_context=\"spawn\" or \"forkserver\")" % (self._NAME, os.getpid()))
         # stacklevel: here, _state, the read method, then the caller of ds[i]
         warnings.warn(self._fallback_message(err), RuntimeWarning, stacklevel=4)
 

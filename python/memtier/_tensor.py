@@ -17,7 +17,8 @@ from ._buffers import TARGET_CPU, TARGET_CUDA, _dest, _dest_fast
 from ._context import Context, _ctx
 from ._cuda import _require_cuda
 from ._options import _READ_IMMUTABLE, _parse_device
-from ._paths import PathType, _cpath
+from ._options import CHUNK_BYTES
+from ._paths import PathType, _cpath, _fname
 
 __all__ = ["read_into_tensor", "load_tensor"]
 
@@ -179,17 +180,34 @@ def load_tensor(path: PathType, offset: int, shape: ShapeLike, dtype: Any,
     c._handle()  # fork and closed checks first: fail fast, before importing torch
     dt = _dtypes.resolve_dtype(dtype)
     dims = _shape(shape)
-    _nbytes(dims, dt.itemsize)
+    n = _nbytes(dims, dt.itemsize)
     target, index = _parse_device(device)
-    if target == TARGET_CUDA:
-        torch = _require_cuda(c, f"memtier.load_tensor: device {str(device)!r}")
-        t = torch.empty(dims, dtype=_dtypes.torch_dtype(dt, torch), device=f"cuda:{index}")
-        return read_into_tensor(path, offset, t, flags=flags, ctx=c)
-    torch = _dtypes.torch_module()
-    if torch is not None:
-        t = torch.empty(dims, dtype=_dtypes.torch_dtype(dt, torch))
-        return read_into_tensor(path, offset, t, flags=flags, ctx=c)
-    import numpy as np
+    if n > CHUNK_BYTES:
+        # As memtier.read: ask the library whether the range can be read (end
+        # of file, a missing file) before allocating a large destination.
+        c._precheck(c._handle(), _cpath(path), offset, n, flags, path, "memtier.load_tensor")
+    try:
+        if target == TARGET_CUDA:
+            torch = _require_cuda(c, f"memtier.load_tensor: device {str(device)!r}")
+            t = torch.empty(dims, dtype=_dtypes.torch_dtype(dt, torch), device=f"cuda:{index}")
+            return read_into_tensor(path, offset, t, flags=flags, ctx=c)
+        torch = _dtypes.torch_module()
+        if torch is not None:
+            t = torch.empty(dims, dtype=_dtypes.torch_dtype(dt, torch))
+            return read_into_tensor(path, offset, t, flags=flags, ctx=c)
+        import numpy as np
 
-    arr = np.empty(dims, dtype=_dtypes.numpy_dtype(dt))
-    return read_into_tensor(path, offset, arr, flags=flags, ctx=c)
+        arr = np.empty(dims, dtype=_dtypes.numpy_dtype(dt))
+        return read_into_tensor(path, offset, arr, flags=flags, ctx=c)
+    except MemoryError:
+        raise _no_memory(path, offset, n) from None
+    except RuntimeError as e:  # torch's allocators: "can't allocate memory", "out of memory"
+        if "allocate" not in str(e) and "out of memory" not in str(e):
+            raise
+        raise _no_memory(path, offset, n) from None
+
+
+def _no_memory(path: PathType, offset: int, n: int) -> MemoryError:
+    return MemoryError(
+        f"memtier.load_tensor: {_fname(path)}: no memory for a {n}-byte tensor (range "
+        f"[{offset}, {offset + n})); load smaller pieces, or read_into_tensor a tensor you own")

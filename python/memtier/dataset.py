@@ -344,7 +344,11 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
             if length:
                 st = self._state()
                 if st.ctx is not None:
-                    st.ctx.read_into(self._data_file, off, buf)
+                    try:
+                        st.ctx.read_into(self._data_file, off, buf)
+                    except _errors.MemTierError as e:
+                        _errors.relabel(e, "memtier.read_into: ", "MemTierDataset sample %d: " % k)
+                        raise
                 else:
                     _pread_full(st.fd, memoryview(buf), off, self._data_file)
                     st.fallback_reads += 1
@@ -381,8 +385,9 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         if e.index is not None:  # name the sample, not the readv element
             pos = int(e.index if keep is None else keep[e.index])
             e.sample = int(idx[pos])  # type: ignore[attr-defined]
-            if e.args and isinstance(e.args[0], str):
-                e.args = ("%s (MemTierDataset sample %d)" % (e.args[0], e.sample),) + e.args[1:]
+            for api in ("memtier.readv", "MemTierDataset"):
+                _errors.relabel(e, "%s: range %d: " % (api, e.index), "MemTierDataset sample %d: " % e.sample)
+                _errors.relabel(e, "%s: chunk %d" % (api, e.index), "MemTierDataset sample %d" % e.sample)
 
     def _read_to_device(self, st: _ProcState, idx: np.ndarray, ranges: np.ndarray, base: int) -> None:
         """The read part of a CUDA batch (no tensor allocation): samples

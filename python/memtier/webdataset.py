@@ -65,7 +65,7 @@ class _Shard:
         out = ctx._ffi.new("memtier_dataset_t **")
         rc = ctx._lib.memtier_dataset_open_tar(h, _cpath(path), out)
         if rc:
-            ctx._fail(rc, "TarShardDataset: memtier_dataset_open_tar", path)
+            ctx._fail(rc, "TarShardDataset", path)
         self.h = out[0]
         self.fin = _fork.finalizer(self, ctx._lib.memtier_dataset_close, self.h, ctx._pid, ctx)
 
@@ -222,13 +222,13 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
             sh = self._shard(st, s)
             rc = lib.memtier_dataset_count(sh.h, cnt)
             if rc:
-                ctx._fail(rc, "TarShardDataset: memtier_dataset_count", path)
+                ctx._fail(rc, "TarShardDataset", path)
             cur_key: Optional[str] = None
             cur_exts: set = set()
             for i in range(int(cnt[0])):
                 rc = lib.memtier_dataset_sample(sh.h, i, offp, sizep, namep)
                 if rc:
-                    ctx._fail(rc, "TarShardDataset: memtier_dataset_sample", path)
+                    ctx._fail(rc, "TarShardDataset", path)
                 name = ffi.string(namep[0]).decode("utf-8", "surrogateescape")
                 if "/" not in name and name.startswith("__") and name.endswith("__"):
                     continue  # WebDataset metadata entries
@@ -439,7 +439,7 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
                 bad = np.flatnonzero(res < 0)
                 code = int(res[bad[0]]) if bad.size else rc
                 m = int(mem[sel[bad[0]]]) if bad.size else None
-                where = "TarShardDataset: %s" % self._urls[s]
+                where = "TarShardDataset" if self._urls[s] in detail else "TarShardDataset: %s" % self._urls[s]
                 if m is not None:
                     where += ": member %d" % int(self._m_idx[m])
                 raise _errors.make_error(code, where, detail, strerror=_ffi.strerror(code),

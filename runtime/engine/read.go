@@ -195,6 +195,7 @@ const residencySamples = 64
 // cold one of a device).
 func (c *Context) decide(o source.Object, off uint64, size uint64, flags uint32, cached uint64) policy.Decision {
 	_, d := c.decideFor(o, off, size, flags, cached, decideRead)
+	c.logDecision(o, off, size, flags, d)
 	return d
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/memtier/memtier/runtime/logx"
 	"github.com/memtier/memtier/runtime/policy"
 	"github.com/memtier/memtier/runtime/source"
 )
@@ -70,7 +71,8 @@ func (c *Context) readvNoWait(v []IOVec, groups []readvGroup) error {
 	case br == nil:
 		return c.readvPerGroup(v, groups, &c.st.ReadvUringFallbackUnavailable)
 	}
-	if ok, _ := br.CanBatch(); !ok {
+	if ok, why := br.CanBatch(); !ok {
+		logx.Warnf("uring.fallback", "io_uring unavailable (%s): readv reads with one preadv2 per element", why)
 		return c.readvPerGroup(v, groups, &c.st.ReadvUringFallbackUnavailable)
 	}
 	var rest []pendingGroup

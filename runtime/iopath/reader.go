@@ -20,6 +20,7 @@ import (
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/logx"
 	"github.com/memtier/memtier/runtime/mem"
 	"github.com/memtier/memtier/runtime/stats"
 )
@@ -312,6 +313,7 @@ func (r *Reader) fallback(f *files.File, dst []byte, off int64, required bool, w
 			"O_DIRECT is required but the file system does not support it (%s)", why)
 	}
 	r.st.DirectFallbacks.Add(1)
+	logx.Warnf("direct.fallback", "%s: the file system refused O_DIRECT (%s): reading it buffered", f.Path, why)
 	n, err := r.ReadBuffered(f, dst, off)
 	return n, true, err
 }

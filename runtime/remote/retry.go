@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/logx"
 )
 
 // fetch runs sp with retries: jittered exponential backoff after a
@@ -36,6 +37,7 @@ func (c *Client) fetch(ctx context.Context, op string, sp getSpec) (getResult, e
 		case ae.throttle:
 			c.st.throttles.Add(1)
 			c.lim.release(outcomeThrottled, time.Now())
+			logx.Warnf("remote.throttle", "%s: throttled (HTTP %d): ranged GETs in flight now at most %d", sp.loc, ae.status, c.lim.current())
 		default:
 			c.lim.release(outcomeOther, time.Now())
 		}
@@ -68,6 +70,7 @@ func (c *Client) fetch(ctx context.Context, op string, sp getSpec) (getResult, e
 			return getResult{}, c.fail(op, sp.loc, origFirst, origLast, ae, attempt, time.Since(start))
 		}
 		c.st.retries.Add(1)
+		logx.Infof("remote.retry", "%s bytes=%d-%d: attempt %d failed (%s); retrying", sp.loc, sp.first, sp.last, attempt, ae.brief())
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -71,7 +71,8 @@ def test_from_os_error_maps_like_the_library(err, cls, status, text, detail):
     # Root reads a mode-000 file, so the errnos a test cannot provoke are built.
     e = _errors.from_os_error(OSError(err, os.strerror(err), "/x/f"), "MemTierDataset index file", "/x/f")
     assert type(e) is cls and e.code == status
-    want = "MemTierDataset index file: " + text + (": " + detail if detail else "")
+    # A specific detail replaces the status's generic text (one message style).
+    want = "MemTierDataset index file: " + (detail or text)
     if isinstance(e, OSError):
         assert (e.errno, e.filename) == ({_errors.ERR_PERMISSION: errno.EACCES,
                                           _errors.ERR_NOT_FOUND: errno.ENOENT}[status], "/x/f")

@@ -31,6 +31,7 @@ from collections import Counter
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from .. import _context
+from .. import _log as _mtlog
 from .._errors import UnsupportedError
 
 _log = logging.getLogger("memtier.integrations")
@@ -72,6 +73,7 @@ def _fall_back(fn: str, why: str) -> None:
     with _lock:
         first = (fn, why) not in _fallbacks
         _fallbacks[(fn, why)] += 1
+    _mtlog.warn("patch.fallback", f"patch_safetensors: {fn} calls the original safetensors function: {why}")
     if first:
         _log.warning("memtier.patch_safetensors: %s calls the original safetensors function: %s", fn, why)
 

@@ -113,6 +113,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._context import TARGET_CUDA, Context, PathType, _fname
+from . import _pickle
 from ._alloc import TensorInfo
 from ._bytes import deserialize, load
 from ._errors import SafetensorError, StateDictError, TensorNotFoundError, bridge
@@ -263,6 +264,19 @@ class safe_open:  # noqa: N801 - the name of the reference API
             self._fw, self._torch = framework_of(framework, where)
         self._h = open_handle(c, filename, where)
         self._names = sorted(self._h.by_name)
+
+    def __reduce__(self) -> Any:
+        """Pickle by path, framework and device; re-opens on first use in the
+        receiving process (:mod:`._pickle`). TypeError if opened with ``ctx=``."""
+        return _pickle.reduce(self)
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """See :meth:`__reduce__`."""
+        _pickle.setstate(self, state)
+
+    def __getattr__(self, name: str) -> Any:
+        """Open an unpickled handle's file on first use (:mod:`._pickle`)."""
+        return _pickle.reopen(self, name)
 
     def __enter__(self) -> "safe_open":
         """Return self (the file is already open)."""

@@ -96,7 +96,9 @@ def _combined(cls: type, ref: Optional[type]) -> type:
                 bases = (cls, SafetensorError)
             if ref is not None and not issubclass(cls, ref):
                 bases = bases + (ref,)
-            got = type(cls.__name__, bases, {"__module__": cls.__module__, "__doc__": cls.__doc__})
+            # _bridged finds it again by name (pickle stores classes by name)
+            got = type(cls.__name__, bases, {"__module__": "memtier.safetensors._bridged",
+                                             "__doc__": cls.__doc__})
             _cache[key] = got
     return got
 

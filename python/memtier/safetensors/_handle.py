@@ -16,7 +16,7 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import _context, _dtypes, _errors, _ffi, _fork
+from .. import _context, _dtypes, _errors, _ffi, _fork, _log
 from .._context import TARGET_CPU, TARGET_CUDA, Context, PathType, _cpath, _fname, _is_url
 from .._errors import make_error
 from . import _header
@@ -405,6 +405,7 @@ def open_handle(ctx: Context, path: PathType, where: str) -> Handle:
     except _errors.FormatError as e:
         if not any(p in str(e) for p in _FALLBACK_PHRASES):
             raise as_reference(e)
+        _log.warn("st.pyparser", f"{_fname(path)}: the library refuses it ({e.detail}): header parsed in Python, tensors read by path")
         return PyHandle(ctx, path, where, as_reference(e))
     except _errors.MemTierError as e:
         raise as_reference(e)
