@@ -1,4 +1,4 @@
-"""DataLoader workers and MemTier handles (FIELD_CASES N12), one start method per interpreter.
+"""DataLoader workers and MemTier handles (field case N12, tests/field_cases.md), one start method per interpreter.
 
 Usage: ``python pickling_cases.py METHOD WORKDIR`` with METHOD ``spawn`` or
 ``forkserver``. Builds its files under WORKDIR, runs every case below through

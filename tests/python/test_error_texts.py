@@ -129,12 +129,12 @@ def test_unknown_memtier_variable_warns_with_the_closest_name(run_py):
         memtier.Context().close()
         memtier.Context().close()
         print("OK")
-    """, env={"MEMTIER_CACHE_BYTEZ": "1", "MEMTIER_LOGG": "info"})
+    """, env={"MEMTIER_CACHE_BYTEZ": "1", "MEMTIER_LOGG": "info"})  # misspelled on purpose
     assert r.returncode == 0 and r.stdout == "OK\n", r.stderr
     assert r.stderr.splitlines() == [
-        "memtier: warning: unknown environment variable MEMTIER_CACHE_BYTEZ (did you mean "
+        "memtier: warning: unknown environment variable MEMTIER_CACHE_BYTEZ (did you mean "  # misspelled on purpose
         "MEMTIER_CACHE_BYTES?); it is ignored",
-        "memtier: warning: unknown environment variable MEMTIER_LOGG (did you mean MEMTIER_LOG?); "
+        "memtier: warning: unknown environment variable MEMTIER_LOGG (did you mean MEMTIER_LOG?); "  # misspelled on purpose
         "it is ignored"]
 
 

@@ -1,4 +1,4 @@
-"""Pickling of every MemTier handle (FIELD_CASES N12; issue 11 part 2).
+"""Pickling of every MemTier handle (field case N12, tests/field_cases.md; issue 11 part 2).
 
 Each handle either pickles to something that re-opens itself in the receiving
 process (safe_open and SafeSlice by path, framework and device; the datasets
