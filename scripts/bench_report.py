@@ -591,7 +591,7 @@ def main() -> int:
                       [exes["bench_large_read"], f"--file={big}", f"--size={size}", "--mode=all",
                        f"--repeat={cfg['large_repeat']}", "--json"])
         fio_buf: Dict[str, Any] = {"ran": False, "skipped": "bench_large_read measured it"}
-        if find_mode(large, "cold", "fio_buffered") is None:
+        if find_mode(large, "cold", "fio_buffered") is None and os.path.exists(big):
             fio_buf = fio_buffered(r, big, size, cfg["fio_repeat"])
         # DRAM cache vs cache off: bench_large_read's memtier_cached mode (warm pass,
         # beside its memtier row) when it has one
@@ -622,7 +622,11 @@ def main() -> int:
         relaunch = relaunch_from_bench(large, size) if "--relaunch" in lhelp else {"ran": False}
         if relaunch.get("ran") and relaunch.get("checksums_agree") is False:
             r.failures.append("bench_large_read relaunch: the children's checksums differ")
-        if not relaunch.get("ran"):
+        if not relaunch.get("ran") and not os.path.exists(big):
+            # bench_large_read failed before it wrote the file (its failure is
+            # already in r.failures): nothing to relaunch on.
+            relaunch = {"ran": False, "skipped": "bench_large_read did not write the pattern file"}
+        elif not relaunch.get("ran"):
             want = sha1_file(big)
             relaunch = relaunch_fallback(r, a.python, big, size, cfg["large_repeat"], want)
             relaunch["source"] = "bench_report (child processes)"
