@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/policy"
@@ -118,12 +119,18 @@ func TestRemoteErrors(t *testing.T) {
 	if err := c.Read(missing, 0, 10, dst, policy.TargetCPU, 0); code(err) != errs.NotFound {
 		t.Fatalf("missing object: %v", err)
 	}
-	if err := c.Read(url, 0, 10, dst, policy.TargetCUDA, 0); code(err) != errs.Unsupported {
+	// With a usable GPU backend (the double in gpu_double_go) the destination
+	// must be device memory, or its check answers first (INVALID_ARG).
+	cudaDst := dst
+	if gpu.Available() {
+		cudaDst = devSlice(devMem(t, 16), 10)
+	}
+	if err := c.Read(url, 0, 10, cudaDst, policy.TargetCUDA, 0); code(err) != errs.Unsupported {
 		t.Fatalf("CUDA read of a URL: %v", err)
 	}
 	// The CUDA target reads local files only so far, in chunk loads too
 	// (without a GPU backend the GPU's reason comes first).
-	if err := c.LoadChunks(url, []Chunk{{Off: 0, Size: 10, Dst: dst}}, policy.TargetCUDA); code(err) != errs.Unsupported {
+	if err := c.LoadChunks(url, []Chunk{{Off: 0, Size: 10, Dst: cudaDst}}, policy.TargetCUDA); code(err) != errs.Unsupported {
 		t.Fatalf("CUDA chunk load of a URL: %v", err)
 	}
 }
