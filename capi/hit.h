@@ -7,6 +7,8 @@
 #define MEMTIER_HIT_H
 #include <stdint.h>
 
+#include "memtier.h"
+
 /* Internal to libmemtier.so: not exported. */
 #define MT_HIT_API __attribute__((visibility("hidden")))
 
@@ -26,6 +28,9 @@
 #define MT_HIT_CTR_CHECKED 128
 #define MT_HIT_CTR_TRUSTED 136
 #define MT_HIT_CTR_BYTES 144
+#define MT_HIT_CTR_READV_CALLS 152
+#define MT_HIT_CTR_READV_CHECKED 160
+#define MT_HIT_CTR_READV_HITS 168
 
 /* file entry */
 #define MT_HIT_FILE_SEQ 0
@@ -75,6 +80,17 @@ MT_HIT_API void mt_hit_unregister(uint64_t id);
  * the call (not cached, not indexed, a check that only Go makes, a race with
  * a change, or a fault on dst); dst may hold any bytes then. Thread-safe. */
 MT_HIT_API int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, void* dst, uint32_t flags);
+
+/* mt_hit_readv serves memtier_readv_ex(ctx id, path, iov, n,
+ * MEMTIER_TARGET_CPU, flags) from the DRAM cache in C when it can serve every
+ * element: each element names no path of its own (iov[k].path NULL), has a
+ * size above 0 and lies inside one valid cache block of the file. The file is
+ * looked up and checked (strict: one fstat) once for the call. Returns 1 when
+ * every element was copied, its result set to its size and the call counted
+ * (one readv call, one hit per element, one revalidation when checked), 0
+ * when Go must serve the whole call; results and dsts may then hold any
+ * bytes (Go resets and rewrites them). Thread-safe. */
+MT_HIT_API int mt_hit_readv(uint64_t id, const char* path, memtier_iovec_t* iov, uint64_t n, uint32_t flags);
 
 /* mt_hit_path_hash is runtime/hitidx.PathHash of p[0:n] (for the layout test). */
 MT_HIT_API uint64_t mt_hit_path_hash(const char* p, uint64_t n);

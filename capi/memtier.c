@@ -161,6 +161,10 @@ int memtier_readv_ex(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_readv: ctx is NULL");
     if (n > 0 && iov == NULL)
         return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_readv: iov is NULL with n > 0");
+    /* Every element a DRAM-cache hit of the call's file: served in C (hit.c),
+     * as memtier_read's hits are; anything else goes to Go whole. */
+    if (target == MEMTIER_TARGET_CPU && n > 0 && mt_hit_readv(MT_ID(ctx), path, iov, n, flags))
+        return MEMTIER_OK;
     return mtgo_readv(MT_ID(ctx), (char*)path, iov, n, target, flags);
 }
 
