@@ -308,41 +308,46 @@ static int mt_hit_serve(const unsigned char* r, const char* path, uint64_t off, 
     return 1;
 }
 
-/* readv of one file, every element in the cache: the file is found and
- * checked once, then each element is a block lookup and a copy. */
-static int mt_hit_serve_v(const unsigned char* r, const char* path, memtier_iovec_t* iov, uint64_t n,
-                          uint32_t flags) {
+/* readv of one file: the file is found and checked once, then each element
+ * is a block lookup and a copy. Elements C cannot serve (a path of their
+ * own, size 0, not cached, a race) get result 0 and are left to Go. Returns
+ * the number served; n: the call was counted whole (one readv call, one
+ * revalidation when checked); fewer: only the hits were counted (Go counts
+ * the call when it reads the rest); 0 also when the file changed during the
+ * copies (nothing counted, Go serves everything). */
+static uint64_t mt_hit_serve_v(const unsigned char* r, const char* path, memtier_iovec_t* iov, uint64_t n,
+                               uint32_t flags) {
     uint64_t fs1, ver;
     const unsigned char* fe = mt_hit_file(r, path, strlen(path), &fs1, &ver);
     if (fe == NULL) return 0;
-    for (uint64_t k = 0; k < n; k++) /* before any copy: what only Go serves */
-        if (iov[k].path != NULL || iov[k].size == 0 || iov[k].dst == NULL) return 0;
     const int fresh = mt_hit_fresh(r, fe, path, flags);
     if (fresh == 0) return 0;
     const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT), fsize = LD(fe, MT_HIT_FILE_SIZE);
-    uint64_t bytes = 0;
-    const unsigned char* be =
-        mt_hit_block_slot(r, ver, fsize, iov[0].offset, iov[0].size, shift);
+    uint64_t bytes = 0, served = 0;
     for (uint64_t k = 0; k < n; k++) {
-        if (be == NULL) return 0;
-        const uint64_t off = iov[k].offset, size = iov[k].size;
-        void* dst = iov[k].dst;
-        /* the next element's entries load while this one copies */
-        const unsigned char* next =
-            k + 1 < n ? mt_hit_block_slot(r, ver, fsize, iov[k + 1].offset, iov[k + 1].size, shift) : NULL;
-        if (!mt_hit_copy(be, ver, off, size, shift, dst)) return 0;
-        bytes += size;
-        be = next;
+        memtier_iovec_t* e = &iov[k];
+        e->result = 0;
+        if (e->path != NULL || e->size == 0 || e->dst == NULL) continue;
+        const unsigned char* be = mt_hit_block_slot(r, ver, fsize, e->offset, e->size, shift);
+        if (be == NULL || !mt_hit_copy(be, ver, e->offset, e->size, shift, e->dst)) continue;
+        e->result = (int64_t)e->size;
+        bytes += e->size;
+        served++;
     }
-    if (LD(fe, MT_HIT_FILE_SEQ) != fs1) return 0;
-    for (uint64_t k = 0; k < n; k++) iov[k].result = (int64_t)iov[k].size;
+    if (served == 0) return 0;
+    if (LD(fe, MT_HIT_FILE_SEQ) != fs1) {
+        for (uint64_t k = 0; k < n; k++) iov[k].result = 0;
+        return 0;
+    }
     if (LD(fe, MT_HIT_FILE_TOUCHED) == 0) ST((unsigned char*)fe, MT_HIT_FILE_TOUCHED, 1);
-    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_TRUSTED), n, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_TRUSTED), served, __ATOMIC_RELAXED);
     __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_BYTES), bytes, __ATOMIC_RELAXED);
-    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_HITS), n, __ATOMIC_RELAXED);
-    if (fresh == 2) __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CHECKED), 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CALLS), 1, __ATOMIC_RELAXED);
-    return 1;
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_HITS), served, __ATOMIC_RELAXED);
+    if (served == n) {
+        if (fresh == 2) __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CHECKED), 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CALLS), 1, __ATOMIC_RELAXED);
+    }
+    return served;
 }
 
 /* The registered slot of context id with its reader counted in, or NULL
@@ -377,12 +382,12 @@ int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, v
     return served;
 }
 
-int mt_hit_readv(uint64_t id, const char* path, memtier_iovec_t* iov, uint64_t n, uint32_t flags) {
+uint64_t mt_hit_readv(uint64_t id, const char* path, memtier_iovec_t* iov, uint64_t n, uint32_t flags) {
     if (path == NULL || iov == NULL || n == 0 || (flags & ~(uint32_t)MT_HIT_FLAGS) != 0) return 0;
     const unsigned char* r;
     mt_hit_ctx_t* c = mt_hit_enter(id, &r);
     if (c == NULL) return 0;
-    const int served = mt_hit_serve_v(r, path, iov, n, flags);
+    const uint64_t served = mt_hit_serve_v(r, path, iov, n, flags);
     mt_hit_leave(c);
     return served;
 }

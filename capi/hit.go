@@ -3,6 +3,11 @@ package main
 /*
 #include <stdlib.h>
 #include "hit.h"
+
+// memtier_readv_ex of context id, target CPU, for the tests.
+static int mt_test_readv(uint64_t id, const char* path, memtier_iovec_t* iov, size_t n, uint32_t flags) {
+    return memtier_readv_ex((memtier_ctx_t*)(uintptr_t)id, path, iov, n, MEMTIER_TARGET_CPU, flags);
+}
 */
 import "C"
 
@@ -98,15 +103,30 @@ func hitReadv(id uint64, path string, iov []hitIOVec, flags uint32) bool {
 	defer C.free(unsafe.Pointer(cs))
 	n := len(iov)
 	if n == 0 {
-		return C.mt_hit_readv(C.uint64_t(id), cs, nil, 0, C.uint32_t(flags)) == 1
+		return C.mt_hit_readv(C.uint64_t(id), cs, nil, 0, C.uint32_t(flags)) == 1 // n = 0: never
 	}
 	cv := (*C.memtier_iovec_t)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(iov[0]))))
 	defer C.free(unsafe.Pointer(cv))
 	s := unsafe.Slice(cv, n)
 	copy(s, iov)
-	ok := C.mt_hit_readv(C.uint64_t(id), cs, cv, C.uint64_t(n), C.uint32_t(flags)) == 1
+	ok := C.mt_hit_readv(C.uint64_t(id), cs, cv, C.uint64_t(n), C.uint32_t(flags)) == C.uint64_t(n)
 	copy(iov, s)
 	return ok
+}
+
+// readvC is memtier_readv_ex (target CPU) of context id for the capi tests:
+// the C hits, then Go for the rest. Returns the status.
+func readvC(id uint64, path string, iov []hitIOVec, flags uint32) int {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	n := len(iov)
+	cv := (*C.memtier_iovec_t)(C.calloc(C.size_t(n+1), C.size_t(unsafe.Sizeof(C.memtier_iovec_t{}))))
+	defer C.free(unsafe.Pointer(cv))
+	s := unsafe.Slice(cv, n)
+	copy(s, iov)
+	rc := int(C.mt_test_readv(C.uint64_t(id), cs, cv, C.size_t(n), C.uint32_t(flags)))
+	copy(iov, s)
+	return rc
 }
 
 // hitIOVec is memtier_iovec_t, named for the tests (they cannot import "C").

@@ -81,16 +81,18 @@ MT_HIT_API void mt_hit_unregister(uint64_t id);
  * a change, or a fault on dst); dst may hold any bytes then. Thread-safe. */
 MT_HIT_API int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, void* dst, uint32_t flags);
 
-/* mt_hit_readv serves memtier_readv_ex(ctx id, path, iov, n,
- * MEMTIER_TARGET_CPU, flags) from the DRAM cache in C when it can serve every
- * element: each element names no path of its own (iov[k].path NULL), has a
- * size above 0 and lies inside one valid cache block of the file. The file is
- * looked up and checked (strict: one fstat) once for the call. Returns 1 when
- * every element was copied, its result set to its size and the call counted
- * (one readv call, one hit per element, one revalidation when checked), 0
- * when Go must serve the whole call; results and dsts may then hold any
- * bytes (Go resets and rewrites them). Thread-safe. */
-MT_HIT_API int mt_hit_readv(uint64_t id, const char* path, memtier_iovec_t* iov, uint64_t n, uint32_t flags);
+/* mt_hit_readv serves what it can of memtier_readv_ex(ctx id, path, iov, n,
+ * MEMTIER_TARGET_CPU, flags) from the DRAM cache in C: the elements that name
+ * no path of their own (iov[k].path NULL), have a size above 0 and lie inside
+ * one valid cache block of the file. The file is looked up and checked
+ * (strict: one fstat) once for the call. Every element's result is set: its
+ * size when served, 0 when Go must serve it. Returns the number served: n
+ * when the whole call was served and counted (one readv call, one hit per
+ * element, one revalidation when checked); fewer when only the hits were
+ * counted (one request and one inline hit each) and Go must serve the rest
+ * in one call, which counts the call; 0 when Go must serve all of it
+ * (nothing counted; dsts may hold any bytes). Thread-safe. */
+MT_HIT_API uint64_t mt_hit_readv(uint64_t id, const char* path, memtier_iovec_t* iov, uint64_t n, uint32_t flags);
 
 /* mt_hit_path_hash is runtime/hitidx.PathHash of p[0:n] (for the layout test). */
 MT_HIT_API uint64_t mt_hit_path_hash(const char* p, uint64_t n);
