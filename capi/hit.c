@@ -264,6 +264,21 @@ static inline const unsigned char* mt_hit_block_slot(const unsigned char* r, uin
     return be;
 }
 
+/* How many elements ahead a readv prefetches the block entries: each is a
+ * dependent cache miss before its copy can start, so the misses of the next
+ * few elements overlap the copies of this one. */
+#define MT_HIT_READV_AHEAD 4
+
+/* Prefetches the pair of block entries of the block holding off (no checks:
+ * a prefetch of any address inside the table is harmless). */
+static inline void mt_hit_prefetch_slot(const unsigned char* r, uint64_t ver, uint64_t off, uint64_t shift) {
+    const unsigned char* be = r + LD(r, MT_HIT_HDR_BLOCK_OFF) +
+                              (mt_mix64(ver ^ (off >> shift) * 0x9e3779b97f4a7c15ull) & LD(r, MT_HIT_HDR_BLOCK_MASK) &
+                               ~UINT64_C(1)) * MT_HIT_BLOCK_ENTRY;
+    __builtin_prefetch(be);
+    __builtin_prefetch(be + MT_HIT_BLOCK_ENTRY);
+}
+
 /* Copies [off, off + size) from the block of pair be when it holds all of it
  * (valid pages, no writer before or during the copy), marking the block used:
  * 1 copied, 0 not (dst may hold any bytes). */
@@ -324,8 +339,10 @@ static uint64_t mt_hit_serve_v(const unsigned char* r, const char* path, memtier
     if (fresh == 0) return 0;
     const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT), fsize = LD(fe, MT_HIT_FILE_SIZE);
     uint64_t bytes = 0, served = 0;
+    for (uint64_t k = 0; k < n && k < MT_HIT_READV_AHEAD; k++) mt_hit_prefetch_slot(r, ver, iov[k].offset, shift);
     for (uint64_t k = 0; k < n; k++) {
         memtier_iovec_t* e = &iov[k];
+        if (k + MT_HIT_READV_AHEAD < n) mt_hit_prefetch_slot(r, ver, iov[k + MT_HIT_READV_AHEAD].offset, shift);
         e->result = 0;
         if (e->path != NULL || e->size == 0 || e->dst == NULL) continue;
         const unsigned char* be = mt_hit_block_slot(r, ver, fsize, e->offset, e->size, shift);
