@@ -1,8 +1,9 @@
 /* The C-side DRAM-cache hit path of memtier_read and memtier_readv: a cached
  * range is found in the context's hit region (runtime/hitidx, written only by
  * Go) and copied with one memcpy, without the cgo round trip and the Go-side
- * lookups. A readv is served here only when every element is such a hit of
- * the call's file (checked once for the call); otherwise Go serves all of it.
+ * lookups. A readv's elements that are such hits of the call's file (checked
+ * once for the call) are copied here; memtier.c hands the rest to Go in one
+ * call.
  *
  * Every step that cannot be answered for certain here gives the call back to
  * Go (return 0), which then serves it and overwrites dst:
