@@ -53,6 +53,7 @@ func hitLayoutMismatch() string {
 		{C.MT_HIT_BLOCK_ENTRY, hitidx.BlockEntry},
 		{C.MT_HIT_MODE_STRICT, hitidx.ModeStrict}, {C.MT_HIT_MODE_INTERVAL, hitidx.ModeInterval},
 		{C.MT_HIT_MODE_OPEN, hitidx.ModeOpen},
+		{C.MT_HIT_READV_MAX, maxReadvElements},
 	}
 	for i, p := range pairs {
 		if p[0] != p[1] {

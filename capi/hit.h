@@ -58,6 +58,10 @@
 #define MT_HIT_BLOCK_REF 40
 #define MT_HIT_BLOCK_ENTRY 64
 
+/* The most elements memtier_readv takes (capi/exports_io.go maxReadvElements):
+ * larger calls go to Go, which refuses them. */
+#define MT_HIT_READV_MAX (1u << 24)
+
 /* freshness modes */
 #define MT_HIT_MODE_STRICT 0
 #define MT_HIT_MODE_INTERVAL 1

@@ -165,7 +165,7 @@ int memtier_readv_ex(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
      * C (hit.c), as memtier_read's hits are; the rest go to Go in one call,
      * which counts the call (rest is allocated first, so that a served
      * element is never served and counted twice). */
-    if (target == MEMTIER_TARGET_CPU && n > 0) {
+    if (target == MEMTIER_TARGET_CPU && n > 0 && n <= MT_HIT_READV_MAX) {
         memtier_iovec_t* rest = malloc(n * sizeof *rest);
         if (rest != NULL) {
             const uint64_t served = mt_hit_readv(MT_ID(ctx), path, iov, n, flags);
