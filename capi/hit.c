@@ -1,6 +1,9 @@
-/* The C-side DRAM-cache hit path of memtier_read: a cached range is found in
- * the context's hit region (runtime/hitidx, written only by Go) and copied
- * with one memcpy, without the cgo round trip and the Go-side lookups.
+/* The C-side DRAM-cache hit path of memtier_read and memtier_readv: a cached
+ * range is found in the context's hit region (runtime/hitidx, written only by
+ * Go) and copied with one memcpy, without the cgo round trip and the Go-side
+ * lookups. A readv's elements that are such hits of the call's file (checked
+ * once for the call) are copied here; memtier.c hands the rest to Go in one
+ * call.
  *
  * Every step that cannot be answered for certain here gives the call back to
  * Go (return 0), which then serves it and overwrites dst:
@@ -216,46 +219,74 @@ static __attribute__((noinline)) int mt_guarded_copy(void* dst, const void* src,
     return 0;
 }
 
-static int mt_hit_serve(const unsigned char* r, const char* path, uint64_t off, uint64_t size, void* dst,
-                        uint32_t flags) {
-    const size_t len = strlen(path);
-    if (len == 0 || len > MT_HIT_MAX_PATH) return 0;
+/* The file entry of path (len bytes) when it names the file, else NULL;
+ * *fs1 is its sequence count before the reads, *ver its version. */
+static inline const unsigned char* mt_hit_file(const unsigned char* r, const char* path, size_t len,
+                                               uint64_t* fs1, uint64_t* ver) {
+    if (len == 0 || len > MT_HIT_MAX_PATH) return NULL;
     const unsigned char* fe = r + LD(r, MT_HIT_HDR_FILE_OFF) +
                               (mt_hit_path_hash(path, len) & LD(r, MT_HIT_HDR_FILE_MASK)) * MT_HIT_FILE_ENTRY;
-    const uint64_t fs1 = LDA(fe, MT_HIT_FILE_SEQ);
-    if (fs1 & 1) return 0;
-    const uint64_t ver = LD(fe, MT_HIT_FILE_VERSION);
-    if (ver == 0 || LD(fe, MT_HIT_FILE_PATH_LEN) != len || memcmp(fe + MT_HIT_FILE_PATH, path, len) != 0)
-        return 0;
-    const uint64_t fsize = LD(fe, MT_HIT_FILE_SIZE);
-    if (off > fsize || size > fsize - off) return 0;
-    const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT);
+    *fs1 = LDA(fe, MT_HIT_FILE_SEQ);
+    if (*fs1 & 1) return NULL;
+    *ver = LD(fe, MT_HIT_FILE_VERSION);
+    if (*ver == 0 || LD(fe, MT_HIT_FILE_PATH_LEN) != len || memcmp(fe + MT_HIT_FILE_PATH, path, len) != 0)
+        return NULL;
+    return fe;
+}
+
+/* The freshness check of the context's mode for file entry fe: 1 trusted,
+ * 2 checked with fstat now (strict), 0 Go must answer. */
+static inline int mt_hit_fresh(const unsigned char* r, const unsigned char* fe, const char* path, uint32_t flags) {
+    const uint64_t mode = LD(r, MT_HIT_HDR_MODE);
+    if ((flags & MEMTIER_READ_IMMUTABLE) || mode == MT_HIT_MODE_OPEN) return 1;
+    const int64_t now = mt_files_now(r);
+    if (mode == MT_HIT_MODE_INTERVAL)
+        return now - (int64_t)LD(fe, MT_HIT_FILE_CHECKED) < (int64_t)LD(r, MT_HIT_HDR_TRUST_NS) ? 1 : 0;
+    const int64_t recheck = (int64_t)LD(r, MT_HIT_HDR_RECHECK_NS);
+    if (recheck <= 0 || path[0] != '/' || now - (int64_t)LD(fe, MT_HIT_FILE_RESOLVED) > recheck) return 0;
+    struct stat st;
+    if (syscall(SYS_fstat, (int)(int32_t)LD(fe, MT_HIT_FILE_FD), &st) != 0 || !mt_same_file(fe, &st)) return 0;
+    return 2;
+}
+
+/* The block entry (of its pair) that may hold [off, off + size) of file
+ * version ver, prefetched; NULL when the range is outside the file or spans
+ * two blocks. */
+static inline const unsigned char* mt_hit_block_slot(const unsigned char* r, uint64_t ver, uint64_t fsize,
+                                                     uint64_t off, uint64_t size, uint64_t shift) {
+    if (off > fsize || size > fsize - off) return NULL;
     const uint64_t bi = off >> shift;
-    if ((off + size - 1) >> shift != bi) return 0;
+    if ((off + size - 1) >> shift != bi) return NULL;
     /* The block's pair of entries (runtime/hitidx.BlockSlot), two cache lines. */
     const unsigned char* be = r + LD(r, MT_HIT_HDR_BLOCK_OFF) +
                               (mt_mix64(ver ^ bi * 0x9e3779b97f4a7c15ull) & LD(r, MT_HIT_HDR_BLOCK_MASK) &
                                ~UINT64_C(1)) * MT_HIT_BLOCK_ENTRY;
-    __builtin_prefetch(be); /* their misses overlap the freshness check */
+    __builtin_prefetch(be); /* their misses overlap what runs before the copy */
     __builtin_prefetch(be + MT_HIT_BLOCK_ENTRY);
+    return be;
+}
 
-    int checked = 0;
-    const uint64_t mode = LD(r, MT_HIT_HDR_MODE);
-    if (!(flags & MEMTIER_READ_IMMUTABLE) && mode != MT_HIT_MODE_OPEN) {
-        const int64_t now = mt_files_now(r);
-        if (mode == MT_HIT_MODE_INTERVAL) {
-            if (!(now - (int64_t)LD(fe, MT_HIT_FILE_CHECKED) < (int64_t)LD(r, MT_HIT_HDR_TRUST_NS))) return 0;
-        } else {
-            const int64_t recheck = (int64_t)LD(r, MT_HIT_HDR_RECHECK_NS);
-            if (recheck <= 0 || path[0] != '/' || now - (int64_t)LD(fe, MT_HIT_FILE_RESOLVED) > recheck)
-                return 0;
-            struct stat st;
-            if (syscall(SYS_fstat, (int)(int32_t)LD(fe, MT_HIT_FILE_FD), &st) != 0 || !mt_same_file(fe, &st))
-                return 0;
-            checked = 1;
-        }
-    }
+/* How many elements ahead a readv prefetches the block entries: each is a
+ * dependent cache miss before its copy can start, so the misses of the next
+ * few elements overlap the copies of this one. */
+#define MT_HIT_READV_AHEAD 4
 
+/* Prefetches the pair of block entries of the block holding off (no checks:
+ * a prefetch of any address inside the table is harmless). */
+static inline void mt_hit_prefetch_slot(const unsigned char* r, uint64_t ver, uint64_t off, uint64_t shift) {
+    const unsigned char* be = r + LD(r, MT_HIT_HDR_BLOCK_OFF) +
+                              (mt_mix64(ver ^ (off >> shift) * 0x9e3779b97f4a7c15ull) & LD(r, MT_HIT_HDR_BLOCK_MASK) &
+                               ~UINT64_C(1)) * MT_HIT_BLOCK_ENTRY;
+    __builtin_prefetch(be);
+    __builtin_prefetch(be + MT_HIT_BLOCK_ENTRY);
+}
+
+/* Copies [off, off + size) from the block of pair be when it holds all of it
+ * (valid pages, no writer before or during the copy), marking the block used:
+ * 1 copied, 0 not (dst may hold any bytes). */
+static inline int mt_hit_copy(const unsigned char* be, uint64_t ver, uint64_t off, uint64_t size, uint64_t shift,
+                              void* dst) {
+    const uint64_t bi = off >> shift;
     uint64_t bs1 = LDA(be, MT_HIT_BLOCK_SEQ);
     if (bs1 & 1 || LD(be, MT_HIT_BLOCK_FILE) != ver || LD(be, MT_HIT_BLOCK_INDEX) != bi) {
         be += MT_HIT_BLOCK_ENTRY;
@@ -269,34 +300,113 @@ static int mt_hit_serve(const unsigned char* r, const char* path, uint64_t off, 
     if (addr == 0 || (LD(be, MT_HIT_BLOCK_VALID) & need) != need) return 0;
     if (!mt_guard_ok || mt_guarded_copy(dst, (const void*)(uintptr_t)(addr + lo), size) != 0) return 0;
     atomic_thread_fence(memory_order_acquire);
-    if (LD(be, MT_HIT_BLOCK_SEQ) != bs1 || LD(fe, MT_HIT_FILE_SEQ) != fs1) return 0;
-
-    /* Uses Go's eviction and descriptor LRU would have seen (stored only when
-     * unset, so a hot entry's line is not written on every hit). */
+    if (LD(be, MT_HIT_BLOCK_SEQ) != bs1) return 0;
+    /* A use Go's eviction would have seen (stored only when unset, so a hot
+     * entry's line is not written on every hit). */
     if (LD(be, MT_HIT_BLOCK_REF) == 0) ST((unsigned char*)be, MT_HIT_BLOCK_REF, 1);
+    return 1;
+}
+
+static int mt_hit_serve(const unsigned char* r, const char* path, uint64_t off, uint64_t size, void* dst,
+                        uint32_t flags) {
+    uint64_t fs1, ver;
+    const unsigned char* fe = mt_hit_file(r, path, strlen(path), &fs1, &ver);
+    if (fe == NULL) return 0;
+    const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT);
+    const unsigned char* be = mt_hit_block_slot(r, ver, LD(fe, MT_HIT_FILE_SIZE), off, size, shift);
+    if (be == NULL) return 0;
+    const int fresh = mt_hit_fresh(r, fe, path, flags);
+    if (fresh == 0 || !mt_hit_copy(be, ver, off, size, shift, dst)) return 0;
+    if (LD(fe, MT_HIT_FILE_SEQ) != fs1) return 0;
+    /* The use the descriptor LRU would have seen. */
     if (LD(fe, MT_HIT_FILE_TOUCHED) == 0) ST((unsigned char*)fe, MT_HIT_FILE_TOUCHED, 1);
-    __atomic_fetch_add((uint64_t*)(r + (checked ? MT_HIT_CTR_CHECKED : MT_HIT_CTR_TRUSTED)), 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t*)(r + (fresh == 2 ? MT_HIT_CTR_CHECKED : MT_HIT_CTR_TRUSTED)), 1, __ATOMIC_RELAXED);
     __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_BYTES), size, __ATOMIC_RELAXED);
     return 1;
 }
 
-int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, void* dst, uint32_t flags) {
-    if (path == NULL || dst == NULL || size == 0 || (flags & ~(uint32_t)MT_HIT_FLAGS) != 0) return 0;
-    mt_hit_ctx_t* c = NULL;
+/* readv of one file: the file is found and checked once, then each element
+ * is a block lookup and a copy. Elements C cannot serve (a path of their
+ * own, size 0, not cached, a race) get result 0 and are left to Go. Returns
+ * the number served; n: the call was counted whole (one readv call, one
+ * revalidation when checked); fewer: only the hits were counted (Go counts
+ * the call when it reads the rest); 0 also when the file changed during the
+ * copies (nothing counted, Go serves everything). */
+static uint64_t mt_hit_serve_v(const unsigned char* r, const char* path, memtier_iovec_t* iov, uint64_t n,
+                               uint32_t flags) {
+    uint64_t fs1, ver;
+    const unsigned char* fe = mt_hit_file(r, path, strlen(path), &fs1, &ver);
+    if (fe == NULL) return 0;
+    const int fresh = mt_hit_fresh(r, fe, path, flags);
+    if (fresh == 0) return 0;
+    const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT), fsize = LD(fe, MT_HIT_FILE_SIZE);
+    uint64_t bytes = 0, served = 0;
+    for (uint64_t k = 0; k < n && k < MT_HIT_READV_AHEAD; k++) mt_hit_prefetch_slot(r, ver, iov[k].offset, shift);
+    for (uint64_t k = 0; k < n; k++) {
+        memtier_iovec_t* e = &iov[k];
+        if (k + MT_HIT_READV_AHEAD < n) mt_hit_prefetch_slot(r, ver, iov[k + MT_HIT_READV_AHEAD].offset, shift);
+        e->result = 0;
+        if (e->path != NULL || e->size == 0 || e->dst == NULL) continue;
+        const unsigned char* be = mt_hit_block_slot(r, ver, fsize, e->offset, e->size, shift);
+        if (be == NULL || !mt_hit_copy(be, ver, e->offset, e->size, shift, e->dst)) continue;
+        e->result = (int64_t)e->size;
+        bytes += e->size;
+        served++;
+    }
+    if (served == 0) return 0;
+    if (LD(fe, MT_HIT_FILE_SEQ) != fs1) {
+        for (uint64_t k = 0; k < n; k++) iov[k].result = 0;
+        return 0;
+    }
+    if (LD(fe, MT_HIT_FILE_TOUCHED) == 0) ST((unsigned char*)fe, MT_HIT_FILE_TOUCHED, 1);
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_TRUSTED), served, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_BYTES), bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_HITS), served, __ATOMIC_RELAXED);
+    if (served == n) {
+        if (fresh == 2) __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CHECKED), 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CALLS), 1, __ATOMIC_RELAXED);
+    }
+    return served;
+}
+
+/* The registered slot of context id with its reader counted in, or NULL
+ * (then nothing was counted); mt_hit_leave ends the visit. */
+static inline mt_hit_ctx_t* mt_hit_enter(uint64_t id, const unsigned char** region) {
     for (int i = 0; i < MT_HIT_PROBE; i++) {
         mt_hit_ctx_t* s = &mt_hit_ctxs[(id + (uint64_t)i) % MT_HIT_CTX_SLOTS];
         if (atomic_load_explicit(&s->id, memory_order_relaxed) == id) {
-            c = s;
-            break;
+            atomic_fetch_add(&s->readers, 1);
+            const unsigned char* r = NULL;
+            if (atomic_load(&s->id) == id) r = atomic_load_explicit(&s->region, memory_order_acquire);
+            if (r == NULL) {
+                atomic_fetch_sub_explicit(&s->readers, 1, memory_order_release);
+                return NULL;
+            }
+            *region = r;
+            return s;
         }
     }
+    return NULL;
+}
+
+static inline void mt_hit_leave(mt_hit_ctx_t* c) { atomic_fetch_sub_explicit(&c->readers, 1, memory_order_release); }
+
+int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, void* dst, uint32_t flags) {
+    if (path == NULL || dst == NULL || size == 0 || (flags & ~(uint32_t)MT_HIT_FLAGS) != 0) return 0;
+    const unsigned char* r;
+    mt_hit_ctx_t* c = mt_hit_enter(id, &r);
     if (c == NULL) return 0;
-    atomic_fetch_add(&c->readers, 1);
-    int served = 0;
-    if (atomic_load(&c->id) == id) {
-        const unsigned char* r = atomic_load_explicit(&c->region, memory_order_acquire);
-        if (r != NULL) served = mt_hit_serve(r, path, offset, size, dst, flags);
-    }
-    atomic_fetch_sub_explicit(&c->readers, 1, memory_order_release);
+    const int served = mt_hit_serve(r, path, offset, size, dst, flags);
+    mt_hit_leave(c);
+    return served;
+}
+
+uint64_t mt_hit_readv(uint64_t id, const char* path, memtier_iovec_t* iov, uint64_t n, uint32_t flags) {
+    if (path == NULL || iov == NULL || n == 0 || (flags & ~(uint32_t)MT_HIT_FLAGS) != 0) return 0;
+    const unsigned char* r;
+    mt_hit_ctx_t* c = mt_hit_enter(id, &r);
+    if (c == NULL) return 0;
+    const uint64_t served = mt_hit_serve_v(r, path, iov, n, flags);
+    mt_hit_leave(c);
     return served;
 }

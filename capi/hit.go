@@ -3,6 +3,11 @@ package main
 /*
 #include <stdlib.h>
 #include "hit.h"
+
+// memtier_readv_ex of context id, target CPU, for the tests.
+static int mt_test_readv(uint64_t id, const char* path, memtier_iovec_t* iov, size_t n, uint32_t flags) {
+    return memtier_readv_ex((memtier_ctx_t*)(uintptr_t)id, path, iov, n, MEMTIER_TARGET_CPU, flags);
+}
 */
 import "C"
 
@@ -32,7 +37,8 @@ func hitLayoutMismatch() string {
 		{C.MT_HIT_HDR_RECHECK_NS, hitidx.HdrRecheckNs}, {C.MT_HIT_HDR_MONO_OFFSET, hitidx.HdrMonoOffset},
 		{C.MT_HIT_HDR_FILE_OFF, hitidx.HdrFileOff}, {C.MT_HIT_HDR_BLOCK_OFF, hitidx.HdrBlockOff},
 		{C.MT_HIT_CTR_CHECKED, hitidx.CtrChecked}, {C.MT_HIT_CTR_TRUSTED, hitidx.CtrTrusted},
-		{C.MT_HIT_CTR_BYTES, hitidx.CtrBytes},
+		{C.MT_HIT_CTR_BYTES, hitidx.CtrBytes}, {C.MT_HIT_CTR_READV_CALLS, hitidx.CtrReadvCalls},
+		{C.MT_HIT_CTR_READV_CHECKED, hitidx.CtrReadvChecked}, {C.MT_HIT_CTR_READV_HITS, hitidx.CtrReadvHits},
 		{C.MT_HIT_FILE_SEQ, hitidx.FileSeq}, {C.MT_HIT_FILE_VERSION, hitidx.FileVersion},
 		{C.MT_HIT_FILE_SIZE, hitidx.FileSize}, {C.MT_HIT_FILE_DEV, hitidx.FileDev},
 		{C.MT_HIT_FILE_INO, hitidx.FileIno}, {C.MT_HIT_FILE_MTIME, hitidx.FileMtime},
@@ -47,6 +53,7 @@ func hitLayoutMismatch() string {
 		{C.MT_HIT_BLOCK_ENTRY, hitidx.BlockEntry},
 		{C.MT_HIT_MODE_STRICT, hitidx.ModeStrict}, {C.MT_HIT_MODE_INTERVAL, hitidx.ModeInterval},
 		{C.MT_HIT_MODE_OPEN, hitidx.ModeOpen},
+		{C.MT_HIT_READV_MAX, maxReadvElements},
 	}
 	for i, p := range pairs {
 		if p[0] != p[1] {
@@ -87,3 +94,72 @@ func hitRead(id uint64, path string, off uint64, dst unsafe.Pointer, size uint64
 	defer C.free(unsafe.Pointer(cs))
 	return C.mt_hit_read(C.uint64_t(id), cs, C.uint64_t(off), C.uint64_t(size), dst, C.uint32_t(flags)) == 1
 }
+
+// hitReadv is mt_hit_readv for the capi tests (hitv_test.go): whether C
+// served the whole call. The elements' destinations must be C memory or
+// pinned by the caller for the call; iov is copied into C memory and the
+// results copied back.
+func hitReadv(id uint64, path string, iov []hitIOVec, flags uint32) bool {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	n := len(iov)
+	if n == 0 {
+		return C.mt_hit_readv(C.uint64_t(id), cs, nil, 0, C.uint32_t(flags)) == 1 // n = 0: never
+	}
+	cv := (*C.memtier_iovec_t)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(iov[0]))))
+	defer C.free(unsafe.Pointer(cv))
+	s := unsafe.Slice(cv, n)
+	copy(s, iov)
+	ok := C.mt_hit_readv(C.uint64_t(id), cs, cv, C.uint64_t(n), C.uint32_t(flags)) == C.uint64_t(n)
+	copy(iov, s)
+	return ok
+}
+
+// readvC is memtier_readv_ex (target CPU) of context id for the capi tests:
+// the C hits, then Go for the rest. Returns the status.
+func readvC(id uint64, path string, iov []hitIOVec, flags uint32) int {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	n := len(iov)
+	cv := (*C.memtier_iovec_t)(C.calloc(C.size_t(n+1), C.size_t(unsafe.Sizeof(C.memtier_iovec_t{}))))
+	defer C.free(unsafe.Pointer(cv))
+	s := unsafe.Slice(cv, n)
+	copy(s, iov)
+	rc := int(C.mt_test_readv(C.uint64_t(id), cs, cv, C.size_t(n), C.uint32_t(flags)))
+	copy(iov, s)
+	return rc
+}
+
+// hitIOVec is memtier_iovec_t, named for the tests (they cannot import "C").
+type hitIOVec = C.memtier_iovec_t
+
+// cIOVec is one memtier_iovec_t for the tests: dst is C memory of size bytes
+// (cFree releases it), path NULL unless given.
+func cIOVec(off, size uint64, path string) hitIOVec {
+	v := C.memtier_iovec_t{offset: C.uint64_t(off), size: C.uint64_t(size)}
+	if size > 0 {
+		v.dst = C.calloc(1, C.size_t(size))
+	}
+	if path != "" {
+		v.path = C.CString(path)
+	}
+	return v
+}
+
+// cIOVecBytes is the size bytes at v.dst, and cIOVecFree releases v's C memory.
+func cIOVecBytes(v hitIOVec) []byte {
+	if v.dst == nil {
+		return nil
+	}
+	return C.GoBytes(v.dst, C.int(v.size))
+}
+
+func cIOVecFree(v hitIOVec) {
+	C.free(v.dst)
+	C.free(unsafe.Pointer(v.path))
+}
+
+func cIOVecResult(v hitIOVec) int64 { return int64(v.result) }
+
+// C_uint64 is C.uint64_t for the tests.
+type C_uint64 = C.uint64_t

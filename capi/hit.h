@@ -7,6 +7,8 @@
 #define MEMTIER_HIT_H
 #include <stdint.h>
 
+#include "memtier.h"
+
 /* Internal to libmemtier.so: not exported. */
 #define MT_HIT_API __attribute__((visibility("hidden")))
 
@@ -26,6 +28,9 @@
 #define MT_HIT_CTR_CHECKED 128
 #define MT_HIT_CTR_TRUSTED 136
 #define MT_HIT_CTR_BYTES 144
+#define MT_HIT_CTR_READV_CALLS 152
+#define MT_HIT_CTR_READV_CHECKED 160
+#define MT_HIT_CTR_READV_HITS 168
 
 /* file entry */
 #define MT_HIT_FILE_SEQ 0
@@ -53,6 +58,10 @@
 #define MT_HIT_BLOCK_REF 40
 #define MT_HIT_BLOCK_ENTRY 64
 
+/* The most elements memtier_readv takes (capi/exports_io.go maxReadvElements):
+ * larger calls go to Go, which refuses them. */
+#define MT_HIT_READV_MAX (1u << 24)
+
 /* freshness modes */
 #define MT_HIT_MODE_STRICT 0
 #define MT_HIT_MODE_INTERVAL 1
@@ -75,6 +84,19 @@ MT_HIT_API void mt_hit_unregister(uint64_t id);
  * the call (not cached, not indexed, a check that only Go makes, a race with
  * a change, or a fault on dst); dst may hold any bytes then. Thread-safe. */
 MT_HIT_API int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, void* dst, uint32_t flags);
+
+/* mt_hit_readv serves what it can of memtier_readv_ex(ctx id, path, iov, n,
+ * MEMTIER_TARGET_CPU, flags) from the DRAM cache in C: the elements that name
+ * no path of their own (iov[k].path NULL), have a size above 0 and lie inside
+ * one valid cache block of the file. The file is looked up and checked
+ * (strict: one fstat) once for the call. Every element's result is set: its
+ * size when served, 0 when Go must serve it. Returns the number served: n
+ * when the whole call was served and counted (one readv call, one hit per
+ * element, one revalidation when checked); fewer when only the hits were
+ * counted (one request and one inline hit each) and Go must serve the rest
+ * in one call, which counts the call; 0 when Go must serve all of it
+ * (nothing counted; dsts may hold any bytes). Thread-safe. */
+MT_HIT_API uint64_t mt_hit_readv(uint64_t id, const char* path, memtier_iovec_t* iov, uint64_t n, uint32_t flags);
 
 /* mt_hit_path_hash is runtime/hitidx.PathHash of p[0:n] (for the layout test). */
 MT_HIT_API uint64_t mt_hit_path_hash(const char* p, uint64_t n);

@@ -161,6 +161,31 @@ int memtier_readv_ex(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_readv: ctx is NULL");
     if (n > 0 && iov == NULL)
         return mt_fail_ctx(ctx, MEMTIER_ERR_INVALID_ARG, "memtier_readv: iov is NULL with n > 0");
+    /* The elements that are DRAM-cache hits of the call's file are served in
+     * C (hit.c), as memtier_read's hits are; the rest go to Go in one call,
+     * which counts the call (rest is allocated first, so that a served
+     * element is never served and counted twice). */
+    if (target == MEMTIER_TARGET_CPU && n > 0 && n <= MT_HIT_READV_MAX) {
+        memtier_iovec_t* rest = malloc(n * sizeof *rest);
+        if (rest != NULL) {
+            const uint64_t served = mt_hit_readv(MT_ID(ctx), path, iov, n, flags);
+            if (served == n) {
+                free(rest);
+                return MEMTIER_OK;
+            }
+            if (served > 0) {
+                size_t m = 0;
+                for (size_t k = 0; k < n; k++)
+                    if (iov[k].result == 0) rest[m++] = iov[k];
+                const int rc = mtgo_readv(MT_ID(ctx), (char*)path, rest, m, target, flags);
+                for (size_t k = 0, j = 0; k < n; k++)
+                    if (iov[k].result == 0) iov[k].result = rest[j++].result;
+                free(rest);
+                return rc;
+            }
+            free(rest);
+        }
+    }
     return mtgo_readv(MT_ID(ctx), (char*)path, iov, n, target, flags);
 }
 

@@ -538,8 +538,9 @@ class Context:
             target = 0
         else:
             cd, n, target = _dest(self._ffi, buffer)
-        if immutable is not False and _check_bool(immutable, "immutable", "memtier.read_into"):
-            flags |= _READ_IMMUTABLE
+        if immutable is not False:  # True costs no call; anything else is checked
+            if immutable is True or _check_bool(immutable, "immutable", "memtier.read_into"):
+                flags |= _READ_IMMUTABLE
         if n <= CHUNK_BYTES:
             try:
                 rc = self._read_ex(h, p, offset, n, cd, target, flags)

@@ -81,7 +81,10 @@ func (c *Context) HitIndex() unsafe.Pointer {
 }
 
 // addHitStats adds the hits C served to s: each was one request, one hit
-// request and one block copy, and a checked one a revalidation.
+// request and one block copy, and a checked one a revalidation; a readv call
+// C served whole adds one readv call, one inline hit per element (each
+// element one of the trusted hits) and, when it checked its file, one
+// revalidation, as ReadV counts a call served by readvInline.
 func (c *Context) addHitStats(s *stats.Snapshot) {
 	if c.hit == nil {
 		return
@@ -93,6 +96,10 @@ func (c *Context) addHitStats(s *stats.Snapshot) {
 	s.Revalidations += checked
 	s.Bytes += n
 	s.CacheHitBytes += n
+	calls, rchecked, rhits := c.hit.ReadvCounters()
+	s.ReadvCalls += calls
+	s.Revalidations += rchecked
+	s.ReadvInlineHits += rhits
 }
 
 // closeHitIndex unmaps the region (Close, after the cache and arena).

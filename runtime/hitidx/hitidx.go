@@ -45,7 +45,12 @@ const (
 	CtrChecked = 128 // hits whose file was checked with fstat (strict)
 	CtrTrusted = 136 // hits that trusted the file (open, interval, immutable)
 	CtrBytes   = 144 // bytes of both
-	hdrSize    = 192
+	// C-side readv calls served whole (mt_hit_readv): their elements are
+	// also counted as trusted hits above (one request, one hit each).
+	CtrReadvCalls   = 152 // calls
+	CtrReadvChecked = 160 // calls whose file was checked with fstat (strict): one revalidation each
+	CtrReadvHits    = 168 // elements (readv_inline_hits)
+	hdrSize         = 192
 
 	FileSeq      = 0
 	FileVersion  = 8 // 0: empty
@@ -106,7 +111,7 @@ type Index struct {
 	blocks unsafe.Pointer
 	// counter values at the last ResetCounters, subtracted by Counters (C
 	// adds without a lock, so Go never stores into the counters it reads).
-	base0 [3]atomic.Uint64
+	base0 [6]atomic.Uint64
 }
 
 // New maps and initialises a region. Errors: bad options, or mmap failing.
@@ -195,11 +200,21 @@ func (x *Index) Counters() (checked, trusted, bytes uint64) {
 	return
 }
 
-// ResetCounters makes Counters count from zero again.
+// ReadvCounters returns the C-side readv calls since the last
+// ResetCounters: the calls, those that checked their file (fstat), and their
+// elements (each also one of Counters' trusted hits).
+func (x *Index) ReadvCounters() (calls, checked, hits uint64) {
+	calls = x.u64(x.base, CtrReadvCalls).Load() - x.base0[3].Load()
+	checked = x.u64(x.base, CtrReadvChecked).Load() - x.base0[4].Load()
+	hits = x.u64(x.base, CtrReadvHits).Load() - x.base0[5].Load()
+	return
+}
+
+// ResetCounters makes Counters and ReadvCounters count from zero again.
 func (x *Index) ResetCounters() {
-	x.base0[0].Store(x.u64(x.base, CtrChecked).Load())
-	x.base0[1].Store(x.u64(x.base, CtrTrusted).Load())
-	x.base0[2].Store(x.u64(x.base, CtrBytes).Load())
+	for i, off := range [...]uintptr{CtrChecked, CtrTrusted, CtrBytes, CtrReadvCalls, CtrReadvChecked, CtrReadvHits} {
+		x.base0[i].Store(x.u64(x.base, off).Load())
+	}
 }
 
 // PathHash is the file table's hash of a path (capi/hit.c computes the same):
