@@ -16,14 +16,13 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from . import _dtypes, _errors, _index, _samples
+from . import _dsstats, _dtypes, _errors, _index, _samples
 from ._buffers import TARGET_CUDA
 from ._chunkio import _load_rows
 from ._context import _object_size, _read_object
 from ._cuda import _require_cuda, _torch_cuda_missing
 from ._options import _parse_device
 from ._paths import PathType, _is_url
-from ._samples import _pread_full
 
 __all__ = ["MemTierDataset"]
 
@@ -245,7 +244,8 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
 
     @property
     def fallback_reads(self) -> int:
-        """Non-empty samples this process read with the ``os.pread`` fork fallback."""
+        """Non-empty samples this process read without a MemTier context (a
+        forked process: ``memtier_pread_batch`` or ``os.pread``)."""
         st = self._mine()
         return st.fallback_reads if st is not None else 0
 
@@ -272,15 +272,8 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     def _start_fallback(self, st: _ProcState) -> None:
         st.fd = _samples._open_rdonly(self._data_file)
 
-    def _fallback_message(self, err: BaseException) -> str:
-        return (
-            "MemTierDataset: this process was forked from one that had already loaded "
-            "libmemtier.so, whose Go runtime does not survive fork(); samples of %s are "
-            "read with plain os.pread in this process instead (correct, but without "
-            "MemTier's batching and cache). To read through MemTier, create the DataLoader "
-            "with multiprocessing_context=\"spawn\" or \"forkserver\", or do not use MemTier "
-            "in the parent before its workers start. (%s)" % (self._data_file, err)
-        )
+    def _path_of(self, i: int) -> str:
+        return self._data_file
 
     def close(self) -> None:
         """Release this process's Context or file descriptor (the next read makes new ones)."""
@@ -325,9 +318,14 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                 st = self._state()
                 if st.ctx is not None:
                     st.ctx.read_into(self._data_file, off, buf)
+                    field = _dsstats.F_MEMTIER
                 else:
-                    _pread_full(st.fd, memoryview(buf), off, self._data_file)
+                    field = self._fork_read(st, np.array([st.fd]), np.array([off]), np.array([length]),
+                                            buf, np.zeros(1, dtype=np.int64), self._path_of)
                     st.fallback_reads += 1
+                self._count(st, 1, length, field, 1)
+            else:
+                self._counters.add(1, 0, _dsstats.F_MEMTIER, 0)
             sample = self._wrap(buf)
         if self.transform is not None:
             sample = self.transform(sample)
@@ -389,21 +387,22 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         st = self._cuda_state()
         lengths = ranges[:, 1]
         total = int(lengths.sum())
-        if st.ctx is None:  # fork fallback: pread into host memory, then copy
+        nonzero = int(np.count_nonzero(lengths))
+        if st.ctx is None:  # a forked process: read into host memory, then copy
             host = np.empty(total, dtype=np.uint8)
-            mv = memoryview(host)
-            pos = 0
-            for off, ln in ranges.tolist():
-                if ln:
-                    _pread_full(st.fd, mv[pos : pos + ln], off, self._data_file)
-                    st.fallback_reads += 1
-                pos += ln
+            starts = np.zeros(len(lengths), dtype=np.int64)
+            np.cumsum(lengths[:-1], out=starts[1:])
+            field = self._fork_read(st, np.full(len(lengths), st.fd), ranges[:, 0], lengths, host, starts,
+                                    self._path_of)
+            st.fallback_reads += nonzero
             buf = _torch.from_numpy(host).to(self._target)
         else:
+            field = _dsstats.F_MEMTIER
             buf = _torch.empty(total, dtype=_torch.uint8, device=self._target)
             if total:
                 _torch.cuda.current_stream(buf.device).synchronize()
                 self._read_to_device(st, idx, ranges, buf.data_ptr())
+        self._count(st, len(lengths), total, field, nonzero)
         return list(buf.split(lengths.tolist()))
 
     def __getitems__(self, indices: Sequence[Any]) -> List[Any]:
@@ -449,15 +448,22 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                 except _errors.MemTierError as e:
                     self._name_sample(e, idx, keep)
                     raise
+                field = _dsstats.F_MEMTIER
             else:
-                mv = memoryview(buf)
-                pos = 0
-                for off, ln in nz.tolist():
-                    _pread_full(st.fd, mv[pos : pos + ln], off, self._data_file)
-                    pos += ln
+                nl = nz[:, 1]
+                starts = np.zeros(len(nl), dtype=np.int64)
+                np.cumsum(nl[:-1], out=starts[1:])
+                try:
+                    field = self._fork_read(st, np.full(len(nl), st.fd), nz[:, 0], nl, buf, starts,
+                                            self._path_of)
+                except _errors.MemTierError as e:
+                    self._name_sample(e, idx, keep)
+                    raise
                 st.fallback_reads += len(nz)
+            self._count(st, len(idx), total, field, len(nz))
         else:
             buf = np.empty(0, dtype=np.uint8)
+            self._counters.add(len(idx), 0, _dsstats.F_MEMTIER, 0)
         if _torch is not None:
             # one C++ call makes every view (Tensor.split adds a Python layer)
             samples = list(_torch.from_numpy(buf).split_with_sizes(lengths.tolist()))

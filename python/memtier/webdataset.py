@@ -30,9 +30,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _dtypes, _errors, _ffi, _fork, _samples
+from . import _dsstats, _dtypes, _errors, _ffi, _fork, _samples
 from ._paths import PathType, _cpath, _is_url
-from ._samples import _pread_full
 
 __all__ = ["TarShardDataset", "base_plus_ext"]
 
@@ -285,7 +284,8 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
 
     @property
     def fallback_reads(self) -> int:
-        """Members this process read with the ``os.pread`` fork fallback."""
+        """Members this process read without a MemTier context (a forked
+        process: ``memtier_pread_batch`` or ``os.pread``)."""
         st = self._mine()
         return st.fallback_reads if st is not None else 0
 
@@ -311,16 +311,6 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
 
     _NAME = "TarShardDataset"
     _STATE = _ProcState
-
-    def _fallback_message(self, err: BaseException) -> str:
-        return (
-            "TarShardDataset: this process was forked from one that had already loaded "
-            "libmemtier.so (building a TarShardDataset does), whose Go runtime does not survive "
-            "fork(); members of %s and the other shards are read with plain os.pread in this "
-            "process instead (correct, but without MemTier's batching and cache). To read through "
-            "MemTier, create the DataLoader with multiprocessing_context=\"spawn\" or "
-            "\"forkserver\". (%s)" % (self._urls[0], err)
-        )
 
     _LOADED_NOTE = " (building a TarShardDataset does)"
 
@@ -376,13 +366,18 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         if total:
             if st.ctx is not None:
                 self._read_memtier(st, mem, sizes, pos, buf)
+                field = _dsstats.F_MEMTIER
             else:
-                mv = memoryview(buf)
-                for m, a, b in zip(mem.tolist(), pos[:-1].tolist(), pos[1:].tolist()):
-                    if b > a:
-                        s = int(self._m_shard[m])
-                        _pread_full(self._fd(st, s), mv[a:b], int(self._m_off[m]), self._paths[s])
+                shard_of = self._m_shard[mem]
+                fd_of = np.full(len(self._paths), -1, dtype=np.int32)
+                for s in np.unique(shard_of).tolist():
+                    fd_of[s] = self._fd(st, s)
+                field = self._fork_read(st, fd_of[shard_of], self._m_off[mem], sizes, buf, pos[:-1],
+                                        lambda i: self._paths[int(shard_of[i])])
                 st.fallback_reads += total_m
+            self._count(st, len(samples), total, field, total_m)
+        else:
+            self._counters.add(len(samples), 0, _dsstats.F_MEMTIER, 0)
         out: List[Any] = []
         p = pos.tolist()
         j = 0
