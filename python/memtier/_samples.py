@@ -275,7 +275,7 @@ class _PerProcess(Generic[_S]):
     def stats(self) -> _dsstats.DatasetStats:
         """What this dataset has read, summed over the process that built it
         and every DataLoader worker that read from it (see
-        :class:`memtier.DatasetStats`). Call it in the process that built the
+        :class:`memtier.dataset.DatasetStats`). Call it in the process that built the
         dataset, e.g. after an epoch; a copy made by ``pickle`` outside a
         process start counts on its own. Thread-safe."""
         return self._counters.snapshot()

@@ -21,10 +21,11 @@ from ._buffers import TARGET_CUDA
 from ._chunkio import _load_rows
 from ._context import _object_size, _read_object
 from ._cuda import _require_cuda, _torch_cuda_missing
+from ._dsstats import DatasetStats
 from ._options import _parse_device
 from ._paths import PathType, _is_url
 
-__all__ = ["MemTierDataset"]
+__all__ = ["MemTierDataset", "DatasetStats"]
 
 _torch = _dtypes.torch_module()  # None without torch or with MEMTIER_PY_FORCE_NO_TORCH=1
 
@@ -93,11 +94,14 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         Keyword settings for the :class:`memtier.Context` each process creates
         (keys of :data:`memtier.CONFIG_KEYS`, e.g. ``{"cache_bytes": 0}`` for no
         DRAM cache); key names are checked here, values when each process
-        creates its context at its first read.
+        creates its context at its first read. An explicit ``cache_bytes``
+        is the budget of each process; without one, DataLoader workers share
+        the default budget (see *Cache budget of workers* below).
     fork_fallback : bool, keyword-only, default True
         What a process does when it was ``fork()``-ed from a parent that had
-        already loaded MemTier (see *Processes and fork* below): True reads with
-        ``os.pread`` and warns once; False raises :class:`memtier.ForkError`.
+        already loaded MemTier (see *Processes and fork* below): True reads
+        without the Go runtime (one ``memtier_pread_batch`` call per batch);
+        False raises :class:`memtier.ForkError`.
 
     Samples
     -------
@@ -127,14 +131,46 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     libmemtier.so's Go runtime does not survive ``fork()``. A worker forked
     from a parent that never loaded MemTier (it only built the dataset and
     the loader) loads it itself and reads through MemTier. A worker forked from
-    a parent that had already read through MemTier (any ``memtier`` call, or
-    ``ds[i]`` in the parent) cannot; by default it then reads every sample with
-    ``os.pread`` on its own file descriptor: byte-identical results, one
-    ``RuntimeWarning`` per process, counted in :attr:`fallback_reads`. With
-    ``fork_fallback=False`` it raises :class:`memtier.ForkError` at its first
-    read instead, naming the fix: ``DataLoader(...,
-    multiprocessing_context="spawn")`` or ``"forkserver"``. Reads are
-    positional in every mode (no shared file offset between workers).
+    a parent that had already used MemTier (``memtier.safetensors``, any
+    ``memtier`` call, or ``ds[i]`` in the parent; Linux's default start method
+    before Python 3.14 is fork) cannot use that runtime; by default it then
+    reads each batch with one ``memtier_pread_batch`` call of the library (pure
+    C: the preads of the whole batch on its own file descriptor, the GIL
+    released, no Go runtime): byte-identical results at the speed of a
+    batched read of the page cache, without MemTier's DRAM cache and with no
+    warning; :attr:`io_path` is ``"fork-batch"`` and the samples count in
+    :attr:`fallback_reads`. Only with a library that lacks that entry does it
+    read sample by sample with ``os.pread``, and then it warns once per
+    process, naming the fix: ``DataLoader(...,
+    multiprocessing_context="spawn" or "forkserver", persistent_workers=True)``
+    (``persistent_workers`` keeps spawned workers, and their start-up, across
+    epochs). With ``fork_fallback=False`` a forked worker raises
+    :class:`memtier.ForkError` at its first read instead. Reads are positional
+    in every mode (no shared file offset between workers). A CUDA target in a
+    forked worker reads into host memory and copies with ``.to()``.
+
+    Cache budget of workers
+    -----------------------
+    Each process has its own Context and DRAM cache. So that a DataLoader's
+    workers do not each grow a full cache (with shuffling every worker sees
+    every sample over the epochs), a worker's context, when
+    ``context_options`` set neither ``cache_bytes`` nor ``cache_enabled``,
+    gets the default budget (1 GiB, ``MEMTIER_CACHE_BYTES``, or less under a
+    cgroup memory limit) divided by ``torch.utils.data.get_worker_info()
+    .num_workers``, rounded down to a multiple of ``cache_block_bytes`` (no
+    cache below one block): the workers of one loader hold at most one
+    default budget together. The main process and a single worker keep the
+    full default. ``ds._mine().ctx.config()`` shows a process's budget.
+    Forked workers of a parent that used MemTier have no DRAM cache.
+
+    Statistics
+    ----------
+    :meth:`stats` returns a :class:`memtier.dataset.DatasetStats` (samples,
+    bytes, calls, ranges per read path, DRAM-cache hits) summed over the
+    process that built the dataset and every DataLoader worker that read
+    from it, fork, spawn or forkserver: the counters live in shared memory
+    made when the dataset is built, and each process adds to its own row.
+    :meth:`reset_stats` zeroes them.
 
     Raises
     ------
