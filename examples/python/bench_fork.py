@@ -26,12 +26,18 @@ epochs. The modes run interleaved, ``--reps`` times, and the medians and the
 ratios fork/spawn are printed with the load average. A final epoch of each
 mode checks every sample's bytes.
 
+``--reader`` times the read part alone: one worker process per mode (a
+``multiprocessing`` Pool of 1 of that start method) calls ``ds.__getitems__``
+over shuffled batches of 64 for ``--epochs`` epochs, no DataLoader, no
+inter-process transfer of the samples.
+
 ``--rss`` instead records each spawn worker's VmRSS (MiB) after each of
 ``--epochs`` epochs with the default context options (FIELD_CASES N07: each
 worker's DRAM cache).
 
     python examples/python/bench_fork.py
     python examples/python/bench_fork.py --samples 5000 --reps 3 --json
+    python examples/python/bench_fork.py --reader --epochs 3 --reps 3
     python examples/python/bench_fork.py --rss --epochs 3
 
 The data goes to --dir, else $MEMTIER_EXPERIMENT_DIR, else
@@ -239,6 +245,66 @@ def run_speed(a, index, data, shards, lengths) -> int:
     return 0 if bad == 0 else 1
 
 
+def _reader(args):
+    ds, epochs = args
+    import warnings
+
+    warnings.simplefilter("ignore")  # the os.pread path warns once
+    order = np.random.default_rng(SEED).permutation(len(ds))
+    times = []
+    for _ in range(epochs):
+        t0 = time.perf_counter()
+        for i in range(0, len(order), BATCH):
+            ds.__getitems__(order[i:i + BATCH].tolist())
+        times.append(time.perf_counter() - t0)
+    return ds.io_path, times
+
+
+def run_reader(a, index, data, shards, lengths) -> int:
+    import multiprocessing as mp
+
+    from memtier.safetensors import load_file
+
+    w = load_file(make_weights(a.dir))  # the parent's Go runtime is running from here on
+    assert len(w) == 8
+    modes = [("spawn", "spawn", False), ("fork-batch", "fork", False), ("fork-pread", "fork", True)]
+    from memtier.dataset import MemTierDataset
+    from memtier.webdataset import TarShardDataset
+
+    res = {}
+    for kind in a.kinds.split(","):
+        for rep in range(a.reps):
+            for name, method, force in modes:
+                # built here and pickled to the worker (which opens its own files)
+                ds = MemTierDataset(index, data) if kind == "packed" else TarShardDataset(shards)
+                if force:
+                    ds._fork_batch = False
+                warm([data] if kind == "packed" else shards)
+                with mp.get_context(method).Pool(1) as pool:
+                    io, times = pool.apply(_reader, ((ds, a.epochs),))
+                res.setdefault((kind, name), []).extend(times)
+                log("%-6s %-10s rep %d (%s): %s" % (kind, name, rep, io, " ".join("%.3f" % t for t in times)))
+    load = open("/proc/loadavg").read().split()[:3]
+    out = {"samples": a.samples, "bytes": int(lengths.sum()), "loadavg": load, "modes": {}}
+    for (kind, name), times in res.items():
+        out["modes"]["%s/%s" % (kind, name)] = {"epoch_median_s": statistics.median(times), "epoch_s": times}
+    for kind in a.kinds.split(","):
+        sp = out["modes"]["%s/spawn" % kind]["epoch_median_s"]
+        for name in ("fork-batch", "fork-pread"):
+            r = out["modes"]["%s/%s" % (kind, name)]
+            r["speed_vs_spawn"] = sp / r["epoch_median_s"]
+    if a.json:
+        print(json.dumps(out))
+    else:
+        print("read only (__getitems__, batch %d, one worker), %d samples (%.0f MB), %d CPUs, load %s"
+              % (BATCH, a.samples, out["bytes"] / 1e6, os.cpu_count(), " ".join(load)))
+        print("%-18s %12s %12s %14s" % ("mode", "epoch (s)", "MB/s", "speed/spawn"))
+        for key, r in out["modes"].items():
+            print("%-18s %12.3f %12.0f %14s" % (key, r["epoch_median_s"], out["bytes"] / 1e6 / r["epoch_median_s"],
+                                                "%.2fx" % r["speed_vs_spawn"] if "speed_vs_spawn" in r else "-"))
+    return 0
+
+
 def worker_rss(dl) -> list:
     out = []
     for w in dl._iterator._workers:
@@ -292,6 +358,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--kinds", default="packed,tar", help="packed, tar or both")
     ap.add_argument("--rss", action="store_true", help="worker RSS per epoch instead of speed")
+    ap.add_argument("--reader", action="store_true", help="time __getitems__ alone, one worker per mode")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     a.dir = a.dir or os.environ.get("MEMTIER_EXPERIMENT_DIR") or os.path.join(os.getcwd(), "memtier_experiments")
@@ -299,6 +366,8 @@ def main() -> int:
     index, data, shards, lengths = make_data(a.dir, a.samples)
     if a.rss:
         return run_rss(a, index, data, shards, lengths)
+    if a.reader:
+        return run_reader(a, index, data, shards, lengths)
     return run_speed(a, index, data, shards, lengths)
 
 

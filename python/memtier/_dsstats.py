@@ -88,7 +88,7 @@ class Counters:
         self._arr: Any = RawArray("q", (1 + WORKER_ROWS) * len(FIELDS))
         self._owner = os.getpid()
         self._pid = -1
-        self._row: Optional[np.ndarray] = None
+        self._row: Optional[Tuple[memoryview, int]] = None
         self._lock = threading.Lock()
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -111,8 +111,9 @@ class Counters:
     def _table(self) -> np.ndarray:
         return np.frombuffer(self._arr, dtype=np.int64).reshape(1 + WORKER_ROWS, len(FIELDS))
 
-    def row(self) -> np.ndarray:
-        """This process's row (made at its first use in the process)."""
+    def row(self) -> Tuple[memoryview, int]:
+        """This process's view of the counters and the index of its row's
+        first field (chosen at its first use in the process)."""
         pid = os.getpid()
         if self._pid == pid and self._row is not None:
             return self._row
@@ -123,7 +124,8 @@ class Counters:
             self._owner = pid
         self._lock = threading.Lock()  # a lock inherited through fork may be held
         slot = 0 if wid is None else 1 + wid % WORKER_ROWS
-        self._row = self._table()[slot]
+        # memoryview item updates cost a third of numpy scalar ones
+        self._row = (memoryview(self._arr).cast("B").cast("q"), slot * len(FIELDS))
         self._pid = pid
         return self._row
 
@@ -133,16 +135,18 @@ class Counters:
         ``reads`` ranges read by path ``field`` (F_MEMTIER, F_FORK_BATCH,
         F_PREAD); ``hits()``, called under the lock, gives the cache-hit
         requests and bytes to add."""
-        r = self.row()
+        m, b = self.row()
         with self._lock:
-            r[F_SAMPLES] += samples
-            r[F_BYTES] += nbytes
-            r[F_CALLS] += 1
-            r[field] += reads
+            m[b + F_SAMPLES] += samples
+            m[b + F_BYTES] += nbytes
+            m[b + F_CALLS] += 1
+            m[b + field] += reads
             if hits is not None:
                 req, nb = hits()
-                r[F_HIT_REQ] += req
-                r[F_HIT_BYTES] += nb
+                if req:
+                    m[b + F_HIT_REQ] += req
+                if nb:
+                    m[b + F_HIT_BYTES] += nb
 
     def snapshot(self) -> DatasetStats:
         """The sum of all rows."""

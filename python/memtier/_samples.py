@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar
 
 import numpy as np
 
@@ -84,7 +84,7 @@ class _ProcState:
     memtier_pread_batch or the os.pread fallback, and its pool of batch
     buffers (subclasses add their handles or descriptors)."""
 
-    __slots__ = ("pid", "ctx", "batch", "fallback_reads", "pool", "sbuf", "hits")
+    __slots__ = ("pid", "ctx", "batch", "fallback_reads", "pool", "stats_call", "hits")
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -94,8 +94,27 @@ class _ProcState:
         self.batch: Any = None
         self.fallback_reads = 0
         self.pool = _BufferPool()
-        self.sbuf: Any = None  # a memtier_stats_t of ctx, for the cache-hit counts
+        self.stats_call: Any = None  # (memtier_stats_sized, handle, stats buffer, size) of ctx
         self.hits = (0, 0)  # ctx's cache_hit_requests, cache_hit_bytes when last counted
+
+    def hit_delta(self) -> Tuple[int, int]:
+        """The DRAM-cache hit requests and bytes of ctx since the last call
+        (the caller serialises calls)."""
+        sc = self.stats_call
+        if sc is None:
+            ctx = self.ctx
+            ffi = ctx._ffi
+            sc = self.stats_call = (ctx._lib.memtier_stats_sized, ctx._handle(),
+                                    ffi.new("memtier_stats_t *"), ffi.sizeof("memtier_stats_t"))
+        fn, h, buf, size = sc
+        if self.ctx.closed or fn(h, buf, size) != 0:
+            return 0, 0
+        req, nb = buf.cache_hit_requests, buf.cache_hit_bytes
+        old_req, old_nb = self.hits
+        if req < old_req or nb < old_nb:  # the context's stats were reset
+            old_req = old_nb = 0
+        self.hits = (req, nb)
+        return req - old_req, nb - old_nb
 
 
 _V = TypeVar("_V")
@@ -289,26 +308,10 @@ class _PerProcess(Generic[_S]):
         """Count one call that returned ``samples`` samples (``nbytes`` read)
         with ``reads`` ranges read by path ``field``; a MemTier read also adds
         the DRAM-cache hits of this process's context since the last count."""
-        hits = None
         if field == _dsstats.F_MEMTIER and st.ctx is not None:
-            def hits() -> Any:
-                return self._hit_delta(st)
-        self._counters.add(samples, nbytes, field, reads, hits)
-
-    @staticmethod
-    def _hit_delta(st: _S) -> Any:
-        ctx = st.ctx
-        ffi, lib = ctx._ffi, ctx._lib
-        if st.sbuf is None:
-            st.sbuf = ffi.new("memtier_stats_t *")
-        if lib.memtier_stats_sized(ctx._handle(), st.sbuf, ffi.sizeof("memtier_stats_t")) != 0:
-            return 0, 0
-        req, nb = int(st.sbuf.cache_hit_requests), int(st.sbuf.cache_hit_bytes)
-        old_req, old_nb = st.hits
-        if req < old_req or nb < old_nb:  # the context's stats were reset
-            old_req = old_nb = 0
-        st.hits = (req, nb)
-        return req - old_req, nb - old_nb
+            self._counters.add(samples, nbytes, field, reads, st.hit_delta)
+        else:
+            self._counters.add(samples, nbytes, field, reads)
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
