@@ -22,8 +22,9 @@
  * Fork: the Go runtime inside libmemtier.so starts when the library is loaded
  * (at program start when linked with -lmemtier) and does not survive fork(). In
  * a forked child every function returns MEMTIER_ERR_FORKED at once, without
- * entering Go, whether or not the parent called MemTier. Use MemTier in a freshly
- * exec'd process (spawn / forkserver in Python).
+ * entering Go, whether or not the parent called MemTier, except the pure C
+ * ones: memtier_pread_batch, the error texts and the version. Use MemTier in a
+ * freshly exec'd process (spawn / forkserver in Python).
  *
  * Stability: status values, struct layouts and function signatures below are
  * append-only: values are never renumbered and fields are only added at the
