@@ -390,14 +390,14 @@ class _PerProcess(Generic[_S]):
         nothing. Raises the MemTierError of the lowest-index range that failed."""
         n = int(sizes.shape[0])
         if st.batch is None:
-            mv = memoryview(buf)
+            mv = buf.data  # a memoryview of the uint8 buffer
             for i, (fd, off, ln, a) in enumerate(zip(fds.tolist(), offs.tolist(), sizes.tolist(),
                                                      starts.tolist())):
                 if ln:
                     try:
                         _pread_full(fd, mv[a:a + ln], off, paths(i), self._NAME)
                     except _errors.MemTierError as e:
-                        e.index = i  # type: ignore[attr-defined]
+                        e.index = i
                         raise
             return _dsstats.F_PREAD
         ffi, fn = st.batch
