@@ -66,7 +66,7 @@ def inherited_pread_batch() -> Optional[Tuple[Any, Any]]:
     forked child may call it; nothing else of that library but the error
     texts. Loads nothing."""
     rt = _ffi.loaded()
-    if rt is None or rt.pid == _pid_now:
+    if rt is None or rt.pid == os.getpid():  # getpid: a raw fork() bypasses _pid_now's hook
         return None
     try:
         fn = rt.lib.memtier_pread_batch

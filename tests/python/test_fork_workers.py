@@ -103,3 +103,22 @@ def test_stats_in_process_and_pickled_copies(tmp_path):
     assert copy.stats().samples == 1 and ds.stats().samples == 5
     ds.reset_stats()
     assert ds.stats().as_dict() == stats()
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_stats_cross_spawn_and_forkserver_workers(tmp_path, torch, method):
+    import numpy as np
+    from torch.utils.data import DataLoader
+
+    from memtier.dataset import MemTierDataset
+
+    data = np.arange(100_000, dtype=np.uint8)
+    data.tofile(str(tmp_path / "a.bin"))
+    np.save(str(tmp_path / "a.npy"), np.array([[i * 1000, 1000 - i] for i in range(100)], dtype="<i8"))
+    # no DRAM cache: which reads hit would depend on the block size and the batch order
+    ds = MemTierDataset(str(tmp_path / "a.npy"), str(tmp_path / "a.bin"), context_options={"cache_bytes": 0})
+    got = [bytes(np.asarray(s)) for b in DataLoader(ds, batch_size=10, num_workers=2, collate_fn=list,
+                                                      multiprocessing_context=method, timeout=60) for s in b]
+    assert got == [data[i * 1000:i * 1000 + 1000 - i].tobytes() for i in range(100)]
+    total = sum(1000 - i for i in range(100))
+    assert ds.stats().as_dict() == stats(samples=100, nbytes=total, calls=10, memtier=100)
