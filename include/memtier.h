@@ -22,8 +22,9 @@
  * Fork: the Go runtime inside libmemtier.so starts when the library is loaded
  * (at program start when linked with -lmemtier) and does not survive fork(). In
  * a forked child every function returns MEMTIER_ERR_FORKED at once, without
- * entering Go, whether or not the parent called MemTier. Use MemTier in a freshly
- * exec'd process (spawn / forkserver in Python).
+ * entering Go, whether or not the parent called MemTier, except the pure C
+ * ones: memtier_pread_batch, the error texts and the version. Use MemTier in a
+ * freshly exec'd process (spawn / forkserver in Python).
  *
  * Stability: status values, struct layouts and function signatures below are
  * append-only: values are never renumbered and fields are only added at the
@@ -1149,6 +1150,42 @@ MEMTIER_API int memtier_dataset_read(memtier_dataset_t* ds, uint64_t index, void
 MEMTIER_API int memtier_dataset_read_batch(memtier_dataset_t* ds, const uint64_t* indices,
                                            size_t n, void* const* dsts, int64_t* results,
                                            int target);
+
+/* memtier_pread_batch: reads n byte ranges of already open file descriptors
+ * into caller memory in one call, in C only: it never enters the Go runtime,
+ * needs no context and, unlike every other call, works in a process forked
+ * after the library was loaded (where the others return MEMTIER_ERR_FORKED).
+ * It is how a forked DataLoader worker reads a batch (Python's
+ * MemTierDataset and TarShardDataset); it has no cache, no O_DIRECT and no
+ * statistics: plain pread/preadv of the page cache.
+ * Parameters:
+ *   fds[i]     in: an open, readable descriptor (the caller owns it)
+ *   offsets[i] in: the byte offset of range i in fds[i] (at most INT64_MAX)
+ *   sizes[i]   in: its length in bytes (at most SSIZE_MAX); 0 reads nothing
+ *   dsts[i]    in: where its sizes[i] bytes go (NULL only when sizes[i] is 0);
+ *              used only during the call
+ *   n          the number of ranges; 0 returns MEMTIER_OK
+ *   results[i] out (required when n > 0): sizes[i] when range i was read in
+ *              full, else its negative status (below)
+ * Ranges whose file bytes follow each other on one descriptor are read with
+ * one preadv. EINTR is retried.
+ * Returns MEMTIER_OK, or the status of the lowest-index range that failed,
+ * whose detail memtier_last_error gives (element, descriptor, offset, size,
+ * errno text):
+ *   MEMTIER_ERR_INVALID_ARG (a NULL array with n > 0, a NULL dst, a size or
+ *                            offset out of range, a bad descriptor: EBADF,
+ *                            EINVAL, EFAULT, ESPIPE)
+ *   MEMTIER_ERR_EOF (the file ends inside the range)
+ *   MEMTIER_ERR_IS_DIR (a directory's descriptor)
+ *   MEMTIER_ERR_NOMEM (ENOMEM)
+ *   MEMTIER_ERR_IO (any other read error)
+ * Thread safety: safe from many threads at once (positional reads; no shared
+ * state). Blocks until every range is read or has failed.
+ * Since: after 0.3 (the release after 0.3.0).
+ * See also: memtier_readv (cached, with a context). */
+MEMTIER_API int memtier_pread_batch(const int32_t* fds, const uint64_t* offsets,
+                                    const uint64_t* sizes, void* const* dsts, size_t n,
+                                    int64_t* results);
 
 /* ===================================================================== */
 /* Statistics                                                            */

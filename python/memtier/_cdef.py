@@ -272,6 +272,10 @@ int memtier_dataset_read_batch(memtier_dataset_t* ds, const uint64_t* indices,
     size_t n, void* const* dsts, int64_t* results,
     int target);
 
+int memtier_pread_batch(const int32_t* fds, const uint64_t* offsets,
+    const uint64_t* sizes, void* const* dsts, size_t n,
+    int64_t* results);
+
 typedef struct memtier_stats {
     uint64_t requests;
     uint64_t bytes;

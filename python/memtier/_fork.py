@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Optional, Tuple
 
-from . import _errors
+from . import _errors, _ffi
 
 #: The pid of this process, refreshed in a fork child by os.register_at_fork:
 #: comparing it with the pid a handle was made in costs a global read instead
@@ -55,3 +55,21 @@ def finalizer(owner: object, release: Callable[[Any], Any], handle: Any, pid: in
     write or read). Thread safety: a finalize runs its callback at most once.
     """
     return weakref.finalize(owner, _release, release, handle, pid, keep)
+
+
+def inherited_pread_batch() -> Optional[Tuple[Any, Any]]:
+    """``(ffi, lib.memtier_pread_batch)`` of the library this process inherited
+    through ``fork()``, or None: not a fork child of a process that loaded it,
+    or a library without that entry (older than 0.3's successor).
+
+    ``memtier_pread_batch`` is pure C in the library (no Go runtime), so a
+    forked child may call it; nothing else of that library but the error
+    texts. Loads nothing."""
+    rt = _ffi.loaded()
+    if rt is None or rt.pid == os.getpid():  # getpid: a raw fork() bypasses _pid_now's hook
+        return None
+    try:
+        fn = rt.lib.memtier_pread_batch
+    except AttributeError:
+        return None
+    return rt.ffi, fn

@@ -1,5 +1,6 @@
 """What MemTierDataset and TarShardDataset share: per-process read state that
-survives pickling and fork(), the fork fallback, batch buffers and positional reads.
+survives pickling and fork(), the reads of forked processes, each worker's
+share of the cache budget, the shared stats, batch buffers and positional reads.
 
 Nothing here loads libmemtier.so at import.
 """
@@ -11,11 +12,11 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar
 
 import numpy as np
 
-from . import _errors, _log
+from . import _dsstats, _dtypes, _errors, _ffi, _fork, _log
 from ._context import Context
 from ._options import CONFIG_KEYS
 from ._paths import _is_url
@@ -24,7 +25,7 @@ from ._paths import _is_url
 # collected in the child: closing a Context would run its finalizer in a
 # process where the Go runtime is unusable.
 _inherited: List["_ProcState"] = []
-_warned_pid: Dict[str, int] = {}  # dataset class name -> pid that has warned
+_warned_pid = 0  # the pid that has warned about the per-range os.pread fallback
 _warn_lock = threading.Lock()
 
 
@@ -79,16 +80,41 @@ class _BufferPool:
 
 
 class _ProcState:
-    """What one process reads with: its own Context, or the pread fallback, and
-    its pool of batch buffers (subclasses add their handles or descriptors)."""
+    """What one process reads with: its own Context, or in a forked process
+    memtier_pread_batch or the os.pread fallback, and its pool of batch
+    buffers (subclasses add their handles or descriptors)."""
 
-    __slots__ = ("pid", "ctx", "fallback_reads", "pool")
+    __slots__ = ("pid", "ctx", "batch", "fallback_reads", "pool", "stats_call", "hits")
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.ctx: Any = None
+        # (ffi, memtier_pread_batch) of the inherited library in a forked
+        # process that reads with it; None for the per-range os.pread loop
+        self.batch: Any = None
         self.fallback_reads = 0
         self.pool = _BufferPool()
+        self.stats_call: Any = None  # (memtier_stats_sized, handle, stats buffer, size) of ctx
+        self.hits = (0, 0)  # ctx's cache_hit_requests, cache_hit_bytes when last counted
+
+    def hit_delta(self) -> Tuple[int, int]:
+        """The DRAM-cache hit requests and bytes of ctx since the last call
+        (the caller serialises calls)."""
+        sc = self.stats_call
+        if sc is None:
+            ctx = self.ctx
+            ffi = ctx._ffi
+            sc = self.stats_call = (ctx._lib.memtier_stats_sized, ctx._handle(),
+                                    ffi.new("memtier_stats_t *"), ffi.sizeof("memtier_stats_t"))
+        fn, h, buf, size = sc
+        if self.ctx.closed or fn(h, buf, size) != 0:
+            return 0, 0
+        req, nb = buf.cache_hit_requests, buf.cache_hit_bytes
+        old_req, old_nb = self.hits
+        if req < old_req or nb < old_nb:  # the context's stats were reset
+            old_req = old_nb = 0
+        self.hits = (req, nb)
+        return req - old_req, nb - old_nb
 
 
 _V = TypeVar("_V")
@@ -111,7 +137,7 @@ def _open_rdonly(path: str) -> int:
     return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
 
 
-def _pread_full(fd: int, mv: memoryview, off: int, path: str) -> None:
+def _pread_full(fd: int, mv: memoryview, off: int, path: str, where: str = "MemTierDataset") -> None:
     """Fill ``mv`` from ``fd`` at ``off`` with os.preadv, or raise EndOfFileError."""
     pos, n = 0, len(mv)
     while pos < n:
@@ -119,12 +145,41 @@ def _pread_full(fd: int, mv: memoryview, off: int, path: str) -> None:
         if got == 0:
             raise _errors.make_error(
                 _errors.ERR_EOF,
-                "MemTierDataset: read %s at offset %d, %d bytes" % (path, off, n),
+                "%s: read %s at offset %d, %d bytes" % (where, path, off, n),
                 "the file ends after %d of them (was it truncated?)" % pos,
                 strerror="read past end of file",
                 filename=path,
             )
         pos += got
+
+
+def _worker_cache_share(opts: Mapping[str, Any]) -> Optional[int]:
+    """The DRAM cache budget of a DataLoader worker's context, or None to use
+    ``opts`` as they are.
+
+    In a torch DataLoader worker of a loader with N > 1 workers, when ``opts``
+    set neither ``cache_bytes`` nor ``cache_enabled``: the default budget
+    (``memtier_config_default``: 1 GiB, ``MEMTIER_CACHE_BYTES``, or less under
+    a cgroup memory limit) divided by N, rounded down to a multiple of the
+    cache block; 0 (no cache) below one block. Raises ForkError in a process
+    that cannot load the library."""
+    if opts.get("cache_bytes") is not None or opts.get("cache_enabled") is not None:
+        return None
+    torch = _dtypes.torch_module()
+    info = torch.utils.data.get_worker_info() if torch is not None else None
+    if info is None or int(info.num_workers) <= 1:
+        return None
+    rt = _ffi.runtime()
+    ffi, lib = rt.ffi, rt.lib
+    cfg = ffi.new("memtier_config_t *")
+    if lib.memtier_config_default_sized(cfg, ffi.sizeof("memtier_config_t")) != 0 or not cfg.cache_enabled:
+        return None  # Context() reports a bad environment; a cache already off stays off
+    block = opts.get("cache_block_bytes")
+    if not isinstance(block, int) or isinstance(block, bool) or block <= 0:
+        block = int(cfg.cache_block_bytes)
+    share = int(cfg.cache_bytes) // int(info.num_workers)
+    share -= share % block
+    return share if share >= block else 0
 
 
 def _check_options(transform: Any, context_options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
@@ -146,24 +201,30 @@ class _PerProcess(Generic[_S]):
     made at its first read, dropped by pickling and never reused after fork().
 
     The fork rule, the same for every dataset: a process forked after its
-    parent loaded libmemtier.so cannot use MemTier (the Go runtime does not
-    survive ``fork()``, see :mod:`memtier._ffi`). With ``fork_fallback`` it
-    reads with ``os.pread`` and warns once per process; a URL among
-    :meth:`_fallback_paths` (``os.pread`` reads local files only), or
-    ``fork_fallback=False``, raises :class:`memtier.ForkError` naming the fix.
-    Building a dataset that must read through the library in the building
-    process uses :meth:`_build_state`.
+    parent loaded libmemtier.so cannot use the library's Go runtime (it does
+    not survive ``fork()``, see :mod:`memtier._ffi`). With ``fork_fallback``
+    such a process reads each batch with one ``memtier_pread_batch`` call of
+    the inherited library (pure C, no Go runtime: the page cache at the speed
+    of a batched read, without MemTier's DRAM cache); only when that entry is
+    missing (an older library) does it read range by range with ``os.pread``
+    and warn once per process. A URL among :meth:`_fallback_paths` (both
+    paths read local files only), or ``fork_fallback=False``, raises
+    :class:`memtier.ForkError` naming the fix. Building a dataset that must
+    read through the library in the building process uses :meth:`_build_state`.
 
     A subclass sets ``_NAME`` and ``_STATE`` (its :class:`_ProcState` class), calls
-    :meth:`_init_proc` in its ``__init__`` and implements ``_fallback_message``,
-    ``_fallback_paths`` and ``__len__``; ``_start_fallback`` may prepare the pread
-    fallback (it runs before the warning).
+    :meth:`_init_proc` in its ``__init__`` and implements ``_fallback_paths``
+    and ``__len__``; ``_start_fallback`` may prepare the reads of a forked
+    process (it runs before any warning).
     """
 
     _NAME = ""
     _STATE: Callable[[int], _S]
     _FORK_ADVICE = ""  # more advice for the ForkError of fork_fallback=False
     _LOADED_NOTE = ""  # why the parent had loaded the library, when building does it
+    #: False makes forked processes use the per-range os.pread loop (for
+    #: benchmarks and tests of that path)
+    _fork_batch = True
     _proc: Optional[_S]
 
     def _init_proc(self, context_options: Dict[str, Any], fork_fallback: bool) -> None:
@@ -172,12 +233,13 @@ class _PerProcess(Generic[_S]):
         self._proc = None
         self._lock = threading.Lock()
         self._lock_pid = os.getpid()
+        self._counters = _dsstats.Counters()
 
     def _start_fallback(self, st: _S) -> None:
         pass
 
     def _fallback_paths(self) -> List[str]:
-        """The files the ``os.pread`` fallback would read."""
+        """The files the reads of a forked process would read."""
         raise NotImplementedError
 
     def _refuse_remote_fallback(self) -> None:
@@ -187,7 +249,7 @@ class _PerProcess(Generic[_S]):
             raise _errors.make_error(
                 _errors.ERR_FORKED,
                 "%s: cannot read %s in this process (pid %d): it was forked after its parent "
-                "loaded libmemtier.so%s, and the os.pread fallback reads local files only"
+                "loaded libmemtier.so%s, and forked processes read local files only"
                 % (self._NAME, urls[0], os.getpid(), self._LOADED_NOTE),
                 hint="create the DataLoader with multiprocessing_context=\"spawn\" or \"forkserver\"")
 
@@ -204,9 +266,6 @@ class _PerProcess(Generic[_S]):
                 hint="build the dataset in the parent (before forking) or in a spawned process")
         return st
 
-    def _fallback_message(self, err: BaseException) -> str:
-        raise NotImplementedError
-
     def _mine(self) -> Optional[_S]:
         """This process's state, or None before its first read (or after close)."""
         st = self._proc
@@ -221,11 +280,38 @@ class _PerProcess(Generic[_S]):
 
     @property
     def io_path(self) -> Optional[str]:
-        """How this process reads: ``"memtier"``, ``"pread"`` (fork fallback), or None before its first read."""
+        """How this process reads: ``"memtier"`` (its own Context),
+        ``"fork-batch"`` (a forked process: one ``memtier_pread_batch`` call
+        per batch), ``"pread"`` (a forked process: ``os.pread`` per range),
+        or None before its first read."""
         st = self._mine()
         if st is None:
             return None
-        return "memtier" if st.ctx is not None else "pread"
+        if st.ctx is not None:
+            return "memtier"
+        return "fork-batch" if st.batch is not None else "pread"
+
+    def stats(self) -> _dsstats.DatasetStats:
+        """What this dataset has read, summed over the process that built it
+        and every DataLoader worker that read from it (see
+        :class:`memtier.dataset.DatasetStats`). Call it in the process that built the
+        dataset, e.g. after an epoch; a copy made by ``pickle`` outside a
+        process start counts on its own. Thread-safe."""
+        return self._counters.snapshot()
+
+    def reset_stats(self) -> None:
+        """Zero the counters of every process sharing them (call it while no
+        DataLoader worker reads, or counts may be lost)."""
+        self._counters.reset()
+
+    def _count(self, st: _S, samples: int, nbytes: int, field: int, reads: int) -> None:
+        """Count one call that returned ``samples`` samples (``nbytes`` read)
+        with ``reads`` ranges read by path ``field``; a MemTier read also adds
+        the DRAM-cache hits of this process's context since the last count."""
+        if field == _dsstats.F_MEMTIER and st.ctx is not None:
+            self._counters.add(samples, nbytes, field, reads, st.hit_delta)
+        else:
+            self._counters.add(samples, nbytes, field, reads)
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
@@ -238,6 +324,14 @@ class _PerProcess(Generic[_S]):
         self._proc = None
         self._lock = threading.Lock()
         self._lock_pid = os.getpid()
+
+    def _new_context(self) -> Context:
+        """This process's Context: the dataset's context_options, with a
+        DataLoader worker's share of the default cache budget (see
+        :func:`_worker_cache_share`)."""
+        opts = self._context_options
+        share = _worker_cache_share(opts)
+        return Context(opts if share is None else dict(opts, cache_bytes=share))
 
     def _state(self) -> _S:
         st = self._proc
@@ -254,7 +348,7 @@ class _PerProcess(Generic[_S]):
                 _inherited.append(st)
             st = self._STATE(pid)
             try:
-                st.ctx = Context(self._context_options)
+                st.ctx = self._new_context()
             except _errors.ForkError as e:
                 if not self._fork_fallback:
                     raise _errors.make_error(
@@ -263,22 +357,74 @@ class _PerProcess(Generic[_S]):
                         "after its parent loaded libmemtier.so" % (self._NAME, pid),
                         hint="create the DataLoader with multiprocessing_context=\"spawn\" or "
                         "\"forkserver\", %sor build the dataset with fork_fallback=True to read "
-                        "with os.pread" % self._FORK_ADVICE,
+                        "without MemTier's Go runtime" % self._FORK_ADVICE,
                     ) from e
                 self._refuse_remote_fallback()
                 self._start_fallback(st)
-                self._warn_fallback(e)
+                st.batch = _fork.inherited_pread_batch() if self._fork_batch else None
+                if st.batch is None:
+                    self._warn_fallback()
             self._proc = st
             return st
 
-    def _warn_fallback(self, err: BaseException) -> None:
+    def _fallback_message(self) -> str:
+        """The one warning of a process that reads range by range with os.pread."""
+        return ("%s: process %d was forked after libmemtier.so was loaded and reads one range at a "
+                "time with os.pread (slower); fix: DataLoader(..., multiprocessing_context=\"spawn\" "
+                "or \"forkserver\", persistent_workers=True)" % (self._NAME, os.getpid()))
+
+    def _warn_fallback(self) -> None:
+        global _warned_pid
         with _warn_lock:
-            if _warned_pid.get(self._NAME) == os.getpid():
+            if _warned_pid == os.getpid():
                 return
-            _warned_pid[self._NAME] = os.getpid()
-        _log.warn("fork.fallback", "%s: pid %d reads with os.pread: it was forked after its parent loaded libmemtier.so (use multiprocessing_context=\"spawn\" or \"forkserver\")" % (self._NAME, os.getpid()))
+            _warned_pid = os.getpid()
+        _log.warn("fork.fallback", self._fallback_message())
         # stacklevel: here, _state, the read method, then the caller of ds[i]
-        warnings.warn(self._fallback_message(err), RuntimeWarning, stacklevel=4)
+        warnings.warn(self._fallback_message(), RuntimeWarning, stacklevel=4)
+
+    def _fork_read(self, st: _S, fds: np.ndarray, offs: np.ndarray, sizes: np.ndarray,
+                   buf: np.ndarray, starts: np.ndarray, paths: Callable[[int], str]) -> int:
+        """In a forked process: range i (``sizes[i]`` bytes at ``offs[i]`` of
+        descriptor ``fds[i]``, of file ``paths(i)``) into ``buf[starts[i]:]``;
+        returns the stats field of the path it took. Ranges of 0 bytes read
+        nothing. Raises the MemTierError of the lowest-index range that failed."""
+        n = int(sizes.shape[0])
+        if st.batch is None:
+            mv = buf.data  # a memoryview of the uint8 buffer
+            for i, (fd, off, ln, a) in enumerate(zip(fds.tolist(), offs.tolist(), sizes.tolist(),
+                                                     starts.tolist())):
+                if ln:
+                    try:
+                        _pread_full(fd, mv[a:a + ln], off, paths(i), self._NAME)
+                    except _errors.MemTierError as e:
+                        e.index = i
+                        raise
+            return _dsstats.F_PREAD
+        ffi, fn = st.batch
+        base = buf.__array_interface__["data"][0]
+        dsts = np.ascontiguousarray(starts, dtype=np.uint64) + np.uint64(base)
+        fd32 = np.ascontiguousarray(fds, dtype=np.int32)
+        off64 = np.ascontiguousarray(offs, dtype=np.uint64)
+        len64 = np.ascontiguousarray(sizes, dtype=np.uint64)
+        res = np.empty(n, dtype=np.int64)
+        fb = ffi.from_buffer
+        rc = fn(ffi.cast("const int32_t *", fb(fd32)), ffi.cast("const uint64_t *", fb(off64)),
+                ffi.cast("const uint64_t *", fb(len64)), ffi.cast("void * const *", fb(dsts)), n,
+                ffi.cast("int64_t *", fb(res)))
+        if rc:
+            bad = np.flatnonzero(res < 0)
+            i = int(bad[0]) if bad.size else 0
+            code = int(res[i]) if bad.size else int(rc)
+            detail = _ffi.error_texts(code)[1]
+            detail = detail.split("): ", 1)[-1]  # the range is named in the prefix
+            if code == _errors.ERR_EOF:
+                detail += " (was it truncated?)"
+            path = paths(i)
+            raise _errors.make_error(
+                code, "%s: read %s at offset %d, %d bytes" % (self._NAME, path, int(offs[i]), int(sizes[i])),
+                detail, strerror=_ffi.strerror(code), filename=path, index=i)
+        return _dsstats.F_FORK_BATCH
 
     def _norm_index(self, i: Any) -> int:
         try:

@@ -16,16 +16,16 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from . import _dtypes, _errors, _index, _samples
+from . import _dsstats, _dtypes, _errors, _index, _samples
 from ._buffers import TARGET_CUDA
 from ._chunkio import _load_rows
 from ._context import _object_size, _read_object
 from ._cuda import _require_cuda, _torch_cuda_missing
+from ._dsstats import DatasetStats
 from ._options import _parse_device
 from ._paths import PathType, _is_url
-from ._samples import _pread_full
 
-__all__ = ["MemTierDataset"]
+__all__ = ["MemTierDataset", "DatasetStats"]
 
 _torch = _dtypes.torch_module()  # None without torch or with MEMTIER_PY_FORCE_NO_TORCH=1
 
@@ -118,11 +118,14 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         Keyword settings for the :class:`memtier.Context` each process creates
         (keys of :data:`memtier.CONFIG_KEYS`, e.g. ``{"cache_bytes": 0}`` for no
         DRAM cache); key names are checked here, values when each process
-        creates its context at its first read.
+        creates its context at its first read. An explicit ``cache_bytes``
+        is the budget of each process; without one, DataLoader workers share
+        the default budget (see *Cache budget of workers* below).
     fork_fallback : bool, keyword-only, default True
         What a process does when it was ``fork()``-ed from a parent that had
-        already loaded MemTier (see *Processes and fork* below): True reads with
-        ``os.pread`` and warns once; False raises :class:`memtier.ForkError`.
+        already loaded MemTier (see *Processes and fork* below): True reads
+        without the Go runtime (one ``memtier_pread_batch`` call per batch);
+        False raises :class:`memtier.ForkError`.
 
     Samples
     -------
@@ -152,14 +155,46 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     libmemtier.so's Go runtime does not survive ``fork()``. A worker forked
     from a parent that never loaded MemTier (it only built the dataset and
     the loader) loads it itself and reads through MemTier. A worker forked from
-    a parent that had already read through MemTier (any ``memtier`` call, or
-    ``ds[i]`` in the parent) cannot; by default it then reads every sample with
-    ``os.pread`` on its own file descriptor: byte-identical results, one
-    ``RuntimeWarning`` per process, counted in :attr:`fallback_reads`. With
-    ``fork_fallback=False`` it raises :class:`memtier.ForkError` at its first
-    read instead, naming the fix: ``DataLoader(...,
-    multiprocessing_context="spawn")`` or ``"forkserver"``. Reads are
-    positional in every mode (no shared file offset between workers).
+    a parent that had already used MemTier (``memtier.safetensors``, any
+    ``memtier`` call, or ``ds[i]`` in the parent; Linux's default start method
+    before Python 3.14 is fork) cannot use that runtime; by default it then
+    reads each batch with one ``memtier_pread_batch`` call of the library (pure
+    C: the preads of the whole batch on its own file descriptor, the GIL
+    released, no Go runtime): byte-identical results at the speed of a
+    batched read of the page cache, without MemTier's DRAM cache and with no
+    warning; :attr:`io_path` is ``"fork-batch"`` and the samples count in
+    :attr:`fallback_reads`. Only with a library that lacks that entry does it
+    read sample by sample with ``os.pread``, and then it warns once per
+    process, naming the fix: ``DataLoader(...,
+    multiprocessing_context="spawn" or "forkserver", persistent_workers=True)``
+    (``persistent_workers`` keeps spawned workers, and their start-up, across
+    epochs). With ``fork_fallback=False`` a forked worker raises
+    :class:`memtier.ForkError` at its first read instead. Reads are positional
+    in every mode (no shared file offset between workers). A CUDA target in a
+    forked worker reads into host memory and copies with ``.to()``.
+
+    Cache budget of workers
+    -----------------------
+    Each process has its own Context and DRAM cache. So that a DataLoader's
+    workers do not each grow a full cache (with shuffling every worker sees
+    every sample over the epochs), a worker's context, when
+    ``context_options`` set neither ``cache_bytes`` nor ``cache_enabled``,
+    gets the default budget (1 GiB, ``MEMTIER_CACHE_BYTES``, or less under a
+    cgroup memory limit) divided by ``torch.utils.data.get_worker_info()
+    .num_workers``, rounded down to a multiple of ``cache_block_bytes`` (no
+    cache below one block): the workers of one loader hold at most one
+    default budget together. The main process and a single worker keep the
+    full default. ``ds._mine().ctx.config()`` shows a process's budget.
+    Forked workers of a parent that used MemTier have no DRAM cache.
+
+    Statistics
+    ----------
+    :meth:`stats` returns a :class:`memtier.dataset.DatasetStats` (samples,
+    bytes, calls, ranges per read path, DRAM-cache hits) summed over the
+    process that built the dataset and every DataLoader worker that read
+    from it, fork, spawn or forkserver: the counters live in shared memory
+    made when the dataset is built, and each process adds to its own row.
+    :meth:`reset_stats` zeroes them.
 
     Raises
     ------
@@ -265,7 +300,8 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
 
     @property
     def fallback_reads(self) -> int:
-        """Non-empty samples this process read with the ``os.pread`` fork fallback."""
+        """Non-empty samples this process read without a MemTier context (a
+        forked process: ``memtier_pread_batch`` or ``os.pread``)."""
         st = self._mine()
         return st.fallback_reads if st is not None else 0
 
@@ -292,15 +328,8 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     def _start_fallback(self, st: _ProcState) -> None:
         st.fd = _samples._open_rdonly(self._data_file)
 
-    def _fallback_message(self, err: BaseException) -> str:
-        return (
-            "MemTierDataset: this process was forked from one that had already loaded "
-            "libmemtier.so, whose Go runtime does not survive fork(); samples of %s are "
-            "read with plain os.pread in this process instead (correct, but without "
-            "MemTier's batching and cache). To read through MemTier, create the DataLoader "
-            "with multiprocessing_context=\"spawn\" or \"forkserver\", or do not use MemTier "
-            "in the parent before its workers start. (%s)" % (self._data_file, err)
-        )
+    def _path_of(self, i: int) -> str:
+        return self._data_file
 
     def close(self) -> None:
         """Release this process's Context or file descriptor (the next read makes new ones)."""
@@ -349,9 +378,14 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                     except _errors.MemTierError as e:
                         _errors.relabel(e, "memtier.read_into: ", "MemTierDataset sample %d: " % k)
                         raise
+                    field = _dsstats.F_MEMTIER
                 else:
-                    _pread_full(st.fd, memoryview(buf), off, self._data_file)
+                    field = self._fork_read(st, np.array([st.fd]), np.array([off]), np.array([length]),
+                                            buf, np.zeros(1, dtype=np.int64), self._path_of)
                     st.fallback_reads += 1
+                self._count(st, 1, length, field, 1)
+            else:
+                self._counters.add(1, 0, _dsstats.F_MEMTIER, 0)
             sample = self._wrap(buf)
         if self.transform is not None:
             sample = self.transform(sample)
@@ -414,21 +448,22 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         st = self._cuda_state()
         lengths = ranges[:, 1]
         total = int(lengths.sum())
-        if st.ctx is None:  # fork fallback: pread into host memory, then copy
+        nonzero = int(np.count_nonzero(lengths))
+        if st.ctx is None:  # a forked process: read into host memory, then copy
             host = np.empty(total, dtype=np.uint8)
-            mv = memoryview(host)
-            pos = 0
-            for off, ln in ranges.tolist():
-                if ln:
-                    _pread_full(st.fd, mv[pos : pos + ln], off, self._data_file)
-                    st.fallback_reads += 1
-                pos += ln
+            starts = np.zeros(len(lengths), dtype=np.int64)
+            np.cumsum(lengths[:-1], out=starts[1:])
+            field = self._fork_read(st, np.full(len(lengths), st.fd), ranges[:, 0], lengths, host, starts,
+                                    self._path_of)
+            st.fallback_reads += nonzero
             buf = _torch.from_numpy(host).to(self._target)
         else:
+            field = _dsstats.F_MEMTIER
             buf = _torch.empty(total, dtype=_torch.uint8, device=self._target)
             if total:
                 _torch.cuda.current_stream(buf.device).synchronize()
                 self._read_to_device(st, idx, ranges, buf.data_ptr())
+        self._count(st, len(lengths), total, field, nonzero)
         return list(buf.split(lengths.tolist()))
 
     def __getitems__(self, indices: Sequence[Any]) -> List[Any]:
@@ -474,15 +509,22 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                 except _errors.MemTierError as e:
                     self._name_sample(e, idx, keep)
                     raise
+                field = _dsstats.F_MEMTIER
             else:
-                mv = memoryview(buf)
-                pos = 0
-                for off, ln in nz.tolist():
-                    _pread_full(st.fd, mv[pos : pos + ln], off, self._data_file)
-                    pos += ln
+                nl = nz[:, 1]
+                starts = np.zeros(len(nl), dtype=np.int64)
+                np.cumsum(nl[:-1], out=starts[1:])
+                try:
+                    field = self._fork_read(st, np.full(len(nl), st.fd), nz[:, 0], nl, buf, starts,
+                                            self._path_of)
+                except _errors.MemTierError as e:
+                    self._name_sample(e, idx, keep)
+                    raise
                 st.fallback_reads += len(nz)
+            self._count(st, len(idx), total, field, len(nz))
         else:
             buf = np.empty(0, dtype=np.uint8)
+            self._counters.add(len(idx), 0, _dsstats.F_MEMTIER, 0)
         if _torch is not None:
             # one C++ call makes every view (Tensor.split adds a Python layer)
             samples = list(_torch.from_numpy(buf).split_with_sizes(lengths.tolist()))

@@ -30,9 +30,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _dtypes, _errors, _ffi, _fork, _samples
+from . import _dsstats, _dtypes, _errors, _ffi, _fork, _samples
 from ._paths import PathType, _cpath, _is_url
-from ._samples import _pread_full
 
 __all__ = ["TarShardDataset", "base_plus_ext"]
 
@@ -105,10 +104,14 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         Must pickle if the dataset goes to spawn/forkserver workers.
     context_options : mapping, optional
         Keyword settings of the :class:`memtier.Context` each process creates
-        (keys of :data:`memtier.CONFIG_KEYS`).
+        (keys of :data:`memtier.CONFIG_KEYS`). Without ``cache_bytes`` or
+        ``cache_enabled``, each of N DataLoader workers gets the default
+        DRAM cache budget divided by N (as for
+        :class:`memtier.dataset.MemTierDataset`, "Cache budget of workers").
     fork_fallback : bool, keyword-only, default True
         In a process ``fork()``-ed from one that had loaded MemTier: True reads
-        with ``os.pread`` (warning once), False raises :class:`memtier.ForkError`.
+        each batch with one ``memtier_pread_batch`` call (no Go runtime, no
+        warning), False raises :class:`memtier.ForkError`.
 
     Samples
     -------
@@ -135,8 +138,22 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
     Context at their first read (the shard's member index is rebuilt there
     and checked against the table: a shard that changed since the dataset
     was built raises :class:`memtier.MemTierError`). Workers ``fork()``-ed
-    from this process cannot use MemTier; they read with ``os.pread`` or
-    raise, as ``fork_fallback`` says.
+    from this process cannot use its Go runtime; they read each batch's
+    members with one ``memtier_pread_batch`` call (pure C, exact bytes, no
+    DRAM cache; :attr:`io_path` ``"fork-batch"``), or raise, as
+    ``fork_fallback`` says. Only with a library that lacks that entry do they
+    read member by member with ``os.pread``, warning once per process with
+    the fix (``multiprocessing_context="spawn"`` or ``"forkserver"``,
+    ``persistent_workers=True``).
+
+    Statistics
+    ----------
+    :meth:`stats` returns a :class:`memtier.dataset.DatasetStats` summed over
+    this process and every DataLoader worker that read from the dataset
+    (``bytes`` counts member bytes; the ``*_reads`` fields count non-empty
+    members). ``memtier_dataset_read_batch`` does not admit what it reads
+    into the DRAM cache (the page cache serves re-reads), so ``cache_hit_*``
+    stay 0 unless another read of the context cached those bytes.
 
     Raises
     ------
@@ -285,7 +302,8 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
 
     @property
     def fallback_reads(self) -> int:
-        """Members this process read with the ``os.pread`` fork fallback."""
+        """Members this process read without a MemTier context (a forked
+        process: ``memtier_pread_batch`` or ``os.pread``)."""
         st = self._mine()
         return st.fallback_reads if st is not None else 0
 
@@ -311,16 +329,6 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
 
     _NAME = "TarShardDataset"
     _STATE = _ProcState
-
-    def _fallback_message(self, err: BaseException) -> str:
-        return (
-            "TarShardDataset: this process was forked from one that had already loaded "
-            "libmemtier.so (building a TarShardDataset does), whose Go runtime does not survive "
-            "fork(); members of %s and the other shards are read with plain os.pread in this "
-            "process instead (correct, but without MemTier's batching and cache). To read through "
-            "MemTier, create the DataLoader with multiprocessing_context=\"spawn\" or "
-            "\"forkserver\". (%s)" % (self._urls[0], err)
-        )
 
     _LOADED_NOTE = " (building a TarShardDataset does)"
 
@@ -376,13 +384,18 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         if total:
             if st.ctx is not None:
                 self._read_memtier(st, mem, sizes, pos, buf)
+                field = _dsstats.F_MEMTIER
             else:
-                mv = memoryview(buf)
-                for m, a, b in zip(mem.tolist(), pos[:-1].tolist(), pos[1:].tolist()):
-                    if b > a:
-                        s = int(self._m_shard[m])
-                        _pread_full(self._fd(st, s), mv[a:b], int(self._m_off[m]), self._paths[s])
+                shard_of = self._m_shard[mem]
+                fd_of = np.full(len(self._paths), -1, dtype=np.int32)
+                for s in np.unique(shard_of).tolist():
+                    fd_of[s] = self._fd(st, s)
+                field = self._fork_read(st, fd_of[shard_of], self._m_off[mem], sizes, buf, pos[:-1],
+                                        lambda i: self._paths[int(shard_of[i])])
                 st.fallback_reads += total_m
+            self._count(st, len(samples), total, field, int(np.count_nonzero(sizes)))
+        else:
+            self._counters.add(len(samples), 0, _dsstats.F_MEMTIER, 0)
         out: List[Any] = []
         p = pos.tolist()
         j = 0

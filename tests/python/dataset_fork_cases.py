@@ -12,7 +12,9 @@ B01 data: an 8 MiB P-file (byte i = (i*131+7) & 0xFF), 2,048 records
 
 =============  ===============================================================
 a_fallback     parent reads through MemTier, then a fork DataLoader (4 workers,
-               batch 32): correct bytes, via the os.pread fallback (warns)
+               batch 32): correct bytes, read with memtier_pread_batch (no warning)
+a_pread        same with the batch path switched off (``_fork_batch = False``):
+               correct bytes via os.pread, one warning per worker
 a_raise        same with fork_fallback=False: workers fail at once with a
                ForkError that names spawn/forkserver
 b              parent only imports memtier and builds the dataset: workers
@@ -132,6 +134,15 @@ def case_a_fallback(work):
     return "a_fallback %d records" % n
 
 
+def case_a_pread(work):
+    index, data, expect = make_b01(work)
+    parent_read(data)
+    ds = MemTierDataset(index, data)
+    ds._fork_batch = False
+    n = epoch(ds, expect, "fork")
+    return "a_pread %d records" % n
+
+
 def case_a_raise(work):
     index, data, expect = make_b01(work)
     parent_read(data)
@@ -232,6 +243,7 @@ def case_b02_numpy(work):
 
 CASES = {
     "a_fallback": case_a_fallback,
+    "a_pread": case_a_pread,
     "a_raise": case_a_raise,
     "b": case_b,
     "c_spawn": lambda w: case_c(w, "spawn"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 import warnings
@@ -384,7 +385,7 @@ def test_dataloader_workers_report_their_io_path(tmp_path, torch):
                               multiprocessing_context="fork", timeout=60))
     assert sorted(k for keys, *_ in out for k in keys) == list(range(200))
     assert all(pid != os.getpid() for _, pid, _, _ in out)
-    want = "pread" if parent_loaded else "memtier"
+    want = "fork-batch" if parent_loaded else "memtier"
     assert {path for _, _, path, _ in out} == {want}
     if parent_loaded:
         assert all(n > 0 for *_, n in out)
@@ -434,12 +435,24 @@ def run_case(name: str, tmp_path, env_extra=None):
     return r
 
 
-FALLBACK_WARNING = "read with plain os.pread"
+FALLBACK_WARNING = "with os.pread (slower)"
+WARNING_TEXT = ('MemTierDataset: process %d was forked after libmemtier.so was loaded and reads one '
+                'range at a time with os.pread (slower); fix: DataLoader(..., multiprocessing_context='
+                '"spawn" or "forkserver", persistent_workers=True)')
 
 
-def test_b01_case_a_parent_read_then_fork_workers_fall_back(tmp_path, torch):
+def test_b01_case_a_parent_read_then_fork_workers_read_batches(tmp_path, torch):
     r = run_case("a_fallback", tmp_path)
-    assert FALLBACK_WARNING in r.stderr
+    assert FALLBACK_WARNING not in r.stderr and "MemTierDataset" not in r.stderr, r.stderr
+
+
+def test_b01_case_a_pread_path_warns_once_per_worker(tmp_path, torch):
+    r = run_case("a_pread", tmp_path)
+    msgs = re.findall(r"RuntimeWarning: (MemTierDataset: process (\d+) .*)$", r.stderr, re.M)
+    assert len(msgs) == 4, r.stderr  # one per worker process, for a whole epoch
+    assert len({pid for _, pid in msgs}) == 4
+    for text, pid in msgs:
+        assert text == WARNING_TEXT % int(pid)
 
 
 def test_b01_case_a_parent_read_then_fork_workers_fail_fast(tmp_path, torch):
@@ -472,11 +485,15 @@ def test_b02_numpy_fork_pool(tmp_path):
     assert "0 mismatches" in r.stdout
 
 
-def test_fallback_reads_in_process_fork(tmp_path):
+@pytest.mark.parametrize("fork_batch", [True, False])
+def test_fallback_reads_in_process_fork(tmp_path, fork_batch):
     """os.fork() after this process read through MemTier: the child reads the
-    same bytes via os.pread (and warns), or raises ForkError with fork_fallback=False."""
+    same bytes with memtier_pread_batch (no warning) or, with the batch path
+    off, via os.pread (one warning, exact text); with fork_fallback=False it
+    raises ForkError."""
     index, data, ranges = make_dataset_files(tmp_path, 100, min_len=0, max_len=100, zero_every=11)
     ds = DS(index, data)
+    ds._fork_batch = fork_batch
     strict = DS(index, data, fork_fallback=False)
     first = int(np.flatnonzero(ranges[:, 1])[0])
     ds[first]  # non-empty reads: both now hold a Context of this process
@@ -496,7 +513,8 @@ def test_fallback_reads_in_process_fork(tmp_path):
                 batch = ds.__getitems__(list(range(100)))
                 ok = ok and all(np.array_equal(as_np(s), sample_bytes(k, int(ranges[k, 1])))
                                 for k, s in enumerate(batch))
-            warned = sum(FALLBACK_WARNING in str(c.message) for c in caught)
+            warned = sum(str(c.message) == WARNING_TEXT % os.getpid() for c in caught)
+            warned = warned if warned == len(caught) else -len(caught)
             try:
                 strict[1]
                 raised = "no"
@@ -513,7 +531,8 @@ def test_fallback_reads_in_process_fork(tmp_path):
     os.close(r)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     nonzero = int((ranges[:, 1] > 0).sum())
-    assert msg == "True pread %d 1 yes" % (2 * nonzero), msg
+    want = "True fork-batch %d 0 yes" if fork_batch else "True pread %d 1 yes"
+    assert msg == want % (2 * nonzero), msg
     assert ds.io_path == "memtier"  # the parent is untouched
 
 

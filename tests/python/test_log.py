@@ -77,6 +77,7 @@ assert bytes(np.asarray(ds[0])) == b"abcd"  # the parent loads libmemtier.so
 pid = os.fork()
 if pid == 0:
     warnings.simplefilter("ignore")
+    ds._fork_batch = False  # the per-range os.pread path (no memtier_pread_batch)
     ok = bytes(np.asarray(ds[0])) == b"abcd" and ds.io_path == "pread"
     bytes(np.asarray(ds[0]))  # once per process
     sys.stderr.write("child %d\\n" % os.getpid())
@@ -92,8 +93,9 @@ def test_fork_fallback_logs_one_warn_line(tmp_path, torch):
     lines = r.stderr.splitlines()
     child = int(lines[-1].split()[1])
     assert memtier_lines(r.stderr) == [
-        f"memtier: warn: MemTierDataset: pid {child} reads with os.pread: it was forked after its "
-        "parent loaded libmemtier.so (use multiprocessing_context=\"spawn\" or \"forkserver\")"]
+        f"memtier: warn: MemTierDataset: process {child} was forked after libmemtier.so was loaded "
+        "and reads one range at a time with os.pread (slower); fix: DataLoader(..., "
+        "multiprocessing_context=\"spawn\" or \"forkserver\", persistent_workers=True)"]
 
 
 # ------------------------------------------------------- the Python logger

@@ -222,16 +222,18 @@ def test_spawn_pool_without_torch(tmp_path):
     assert {io for _, io in parts} == {"memtier"}
 
 
-def test_fork_child_falls_back_to_pread(tmp_path):
+@pytest.mark.parametrize("fork_batch", [True, False])
+def test_fork_child_reads_without_the_go_runtime(tmp_path, fork_batch):
     import multiprocessing as mp
 
     path = make_shard(tmp_path / "s.tar", tarfile.GNU_FORMAT, n=5, long_names=True)
     ds = TarShardDataset(path)  # loads libmemtier.so here: forked children cannot use it
+    ds._fork_batch = fork_batch  # False: the per-member os.pread loop
     ref = wds_samples(path)
     with mp.get_context("fork").Pool(1) as pool:
         batch, io = pool.apply(_read_batch, ((ds, [4, 0, 2]),))
     assert batch == [ref[4], ref[0], ref[2]]
-    assert io == "pread"
+    assert io == ("fork-batch" if fork_batch else "pread")
     strict = TarShardDataset(path, fork_fallback=False)
     with mp.get_context("fork").Pool(1) as pool:
         with pytest.raises(memtier.ForkError):
