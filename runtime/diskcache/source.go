@@ -57,6 +57,19 @@ func (s *Source) KeyOf(o *remote.Object) (Key, bool) {
 // from the remote Source, whole, one ranged GET each (see fetchRun). path is ignored; PathBuffered is reported. Errors
 // are the remote Source's (errs.EOF past the end; the GET's failure).
 func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int, error) {
+	if _, err := s.ReadAtTiers(o, dst, off); err != nil {
+		return 0, err
+	}
+	return source.PathBuffered, nil
+}
+
+// ReadAtTiers is ReadAt that also returns fetched, the bytes of the blocks
+// under dst that came from the remote source (whole blocks; 0 when the disk
+// served every byte). The engine admits a run into the DRAM cache only when
+// fetched is 0 (walk.go fillRun): a block fetched now is on its way to the
+// disk tier, and its next read copies it from there into DRAM, so a first
+// load touches no DRAM-cache memory of its own. Errors are ReadAt's.
+func (s *Source) ReadAtTiers(o source.Object, dst []byte, off uint64) (fetched uint64, err error) {
 	ro, ok := o.(*remote.Object)
 	if !ok {
 		return 0, errs.New(errs.Internal, "disk cache read", "object %q is not from a remote.Source", o.Name())
@@ -64,11 +77,13 @@ func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int,
 	n := uint64(len(dst))
 	size := ro.Size()
 	if n == 0 || off > size || n > size-off {
-		return s.r.ReadAt(o, dst, off, path)
+		_, err := s.r.ReadAt(o, dst, off, source.PathBuffered)
+		return n, err
 	}
 	k, ok := s.KeyOf(ro)
 	if !ok {
-		return s.r.ReadAt(o, dst, off, path)
+		_, err := s.r.ReadAt(o, dst, off, source.PathBuffered)
+		return n, err
 	}
 	s.c.wb.readStart()
 	defer s.c.wb.readEnd()
@@ -91,6 +106,9 @@ func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int,
 		for j+1 < len(hit) && !hit[j+1] {
 			j++
 		}
+		lo, _ := s.span(first+uint64(i), size)
+		_, hi := s.span(first+uint64(j), size)
+		fetched += hi - lo
 		wg.Add(1)
 		go func(b0, b1 uint64) {
 			defer wg.Done()
@@ -108,7 +126,7 @@ func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int,
 	if firstErr != nil {
 		return 0, firstErr
 	}
-	return source.PathBuffered, nil
+	return fetched, nil
 }
 
 // span returns block idx's range [lo, hi) in the object of size bytes.

@@ -119,3 +119,59 @@ func TestDiskCacheOffAndDisabled(t *testing.T) {
 		}
 	}
 }
+
+// A first load below the disk cache fills the disk tier, not the DRAM cache
+// (fillRun): the next read copies the blocks from disk into DRAM, and the
+// one after is a DRAM hit. A prefetch still fills the DRAM cache at once.
+func TestDiskCacheFirstLoadAdmitsFromDisk(t *testing.T) {
+	const n = 9<<20 + 4321 // three 4 MiB disk blocks, the last partial
+	want := pfile(0, n)
+	url, gets := rangeServer(t, want)
+	withDiskEnv(t, map[string]string{diskcache.EnvDir: t.TempDir() + "/disk", diskcache.EnvBytes: "64M"})
+	c := newCtx(t, func(o *config.Options) { o.CacheBytes, o.CacheBlockBytes = 64<<20, 1<<20 })
+	got := make([]byte, n)
+	read := func(what string) {
+		t.Helper()
+		clear(got)
+		c.ResetStats()
+		if err := c.Read(url, 0, n, got, policy.TargetCPU, policy.ReadImmutable); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: bytes differ", what)
+		}
+	}
+	read("first")
+	if s := c.Stats(); s.CacheInsertedBytes != 0 || s.CacheMisses != 0 || s.BufferedBytes != n {
+		t.Fatalf("first load: inserted %d, misses %d, buffered %d; want 0, 0, %d", s.CacheInsertedBytes, s.CacheMisses, s.BufferedBytes, n)
+	}
+	if st := diskStatsOf(t, c); st.MissBlocks != 3 || st.HitBlocks != 0 {
+		t.Fatalf("first load disk stats %+v, want 3 misses", st)
+	}
+	c.src.(*sources).disk.Cache().Flush()
+	g := gets.Load()
+	read("second")
+	if s := c.Stats(); s.CacheInsertedBytes != n || s.CacheMisses != 10 || s.CacheHitBytes != 0 {
+		t.Fatalf("second load: inserted %d, misses %d, hit bytes %d; want %d, 10, 0", s.CacheInsertedBytes, s.CacheMisses, s.CacheHitBytes, n)
+	}
+	if st := diskStatsOf(t, c); st.HitBlocks != 3 || st.HitBytes != n || st.MissBlocks != 3 {
+		t.Fatalf("second load disk stats %+v, want 3 hit blocks, %d bytes", st, n)
+	}
+	read("third")
+	if s := c.Stats(); s.CacheHitBytes != n || s.CacheInsertedBytes != 0 {
+		t.Fatalf("third load: hit bytes %d, inserted %d; want %d, 0", s.CacheHitBytes, s.CacheInsertedBytes, n)
+	}
+	if st := diskStatsOf(t, c); st.HitBlocks != 3 || gets.Load() != g {
+		t.Fatalf("third load read the disk or the server: %+v, %d GETs", st, gets.Load()-g)
+	}
+
+	// A prefetch of another object admits what it fetches.
+	url2, _ := rangeServer(t, want)
+	c.ResetStats()
+	if _, err := c.Prefetch(url2, 0, n, 0); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.CacheInsertedBytes != n {
+		t.Fatalf("prefetch inserted %d bytes, want %d", s.CacheInsertedBytes, n)
+	}
+}
