@@ -85,8 +85,6 @@ func (s *Source) ReadAtTiers(o source.Object, dst []byte, off uint64) (fetched u
 		_, err := s.r.ReadAt(o, dst, off, source.PathBuffered)
 		return n, err
 	}
-	s.c.wb.readStart()
-	defer s.c.wb.readEnd()
 	B := uint64(s.c.block)
 	first, last := off/B, (off+n-1)/B
 	hit := make([]bool, last-first+1)
@@ -215,7 +213,7 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 		}
 		s.c.st.missBlocks.Add(1)
 		s.c.st.missBytes.Add(hi - lo)
-		s.store(k, ro, b, lo, d, whole)
+		s.store(k, b, d, whole)
 		return nil
 	}
 	for range min(nb, s.r.Client().Options().MaxConcurrency) {
@@ -247,11 +245,11 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 }
 
 // store caches data (block idx of k, at lo in ro): written now
-// (Synchronous), or queued, as a copy when data is the caller's
-// (borrowed), else as is; when the queue is full the block is deferred, to
-// be fetched again and written by the queue's goroutine (writer), and only
-// when that list is full too does the caller's goroutine write it.
-func (s *Source) store(k *Key, ro *remote.Object, idx, lo uint64, data []byte, borrowed bool) {
+// (Synchronous), or queued for the write-behind goroutine, as a copy when
+// data is the caller's (borrowed), else as is. A full queue makes the
+// reader wait for room, at most Options.QueueWait, then the block is
+// dropped (writer); a block larger than the queue is written here.
+func (s *Source) store(k *Key, idx uint64, data []byte, borrowed bool) {
 	if s.c.opts.Synchronous {
 		s.c.put(k, idx, data)
 		if !borrowed {
@@ -264,18 +262,18 @@ func (s *Source) store(k *Key, ro *remote.Object, idx, lo uint64, data []byte, b
 		copy(cp, data)
 		data = cp
 	}
-	if s.c.wb.add(k, idx, data) {
+	switch s.c.wb.add(k, idx, data) {
+	case queuedNow:
 		return
-	}
-	fill := func(b []byte) error {
-		_, err := s.r.ReadAt(ro, b, lo, source.PathBuffered)
-		return err
-	}
-	if s.c.wb.deferBlock(k, idx, len(data), fill) {
-		s.c.st.deferredBlocks.Add(1)
-	} else {
+	case queuedWaited:
+		s.c.st.queueWaits.Add(1)
+		return
+	case dropped:
+		s.c.st.queueWaits.Add(1)
+		s.c.st.queueDrops.Add(1)
+	case tooLarge:
 		s.c.st.inlineWrites.Add(1)
-		s.c.put(k, idx, data) // both lists are full: write it here (back-pressure)
+		s.c.put(k, idx, data)
 	}
 	s.c.putBuf(data)
 }
