@@ -98,6 +98,7 @@ type Cache struct {
 	pruned  sync.Map // idHash+verHash of keys whose other versions were dropped
 	prunedN atomic.Int64
 	wb      *writer
+	fds     fdTable   // entry descriptors kept open (fds.go)
 	bufs    sync.Pool // *[]byte of block bytes
 	st      counters
 	closed  atomic.Bool
@@ -216,6 +217,7 @@ func (c *Cache) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.fds.closeAll()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lockF.Close()
