@@ -190,6 +190,7 @@ func (l *chunkLoad) run(path string, valid []int, want uint64) {
 		}
 		inside = append(inside, i)
 	}
+	c.fillWindows(f, l.ch, inside, l.flags) // remote samples: one read per window (windows.go)
 	units := planChunks(l.ch, inside, c.opts.TaskBytes)
 	var total uint64
 	for _, u := range units {
