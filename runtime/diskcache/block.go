@@ -26,6 +26,9 @@ func (c *Cache) get(k *Key, idx uint64, blockLen int, dst []byte, from int) bool
 		return false
 	}
 	name := k.fileName(idx)
+	if c.wb.copyPending(name, k, idx, blockLen, dst, from) {
+		return true // fetched by an earlier read, not written yet
+	}
 	e := c.fds.acquire(name)
 	if e == nil {
 		var ok bool

@@ -517,3 +517,31 @@ func TestQueueWaitNegative(t *testing.T) {
 		t.Fatalf("Open with a negative queue wait: %v", err)
 	}
 }
+
+// TestQueuedBlockServedFromMemory: a block fetched by one read and still
+// waiting in the write-behind queue serves a second read of it from
+// memory (a hit), not with a second GET.
+func TestQueuedBlockServedFromMemory(t *testing.T) {
+	want := pattern(2*testBlock, 6)
+	srv := newObjServer(t, want, `"qm"`)
+	release := holdWriter(t)
+	s := newStack(t, testOptions(), Options{Dir: t.TempDir()})
+	if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
+		t.Fatal("first read: bytes differ")
+	}
+	gets := srv.gets.Load()
+	if got := s.read(t, srv.url(), testBlock+5, 100); !bytes.Equal(got, want[testBlock+5:testBlock+105]) {
+		t.Fatal("second read: bytes differ")
+	}
+	if st := s.c.Stats(); st.MissBlocks != 2 || st.HitBlocks != 1 || st.HitBytes != 100 || st.WrittenEntries != 0 {
+		t.Fatalf("stats %+v: want 2 misses, 1 hit of 100 bytes from the queue, nothing written yet", st)
+	}
+	if n := srv.gets.Load() - gets; n != 1 {
+		t.Fatalf("second read made %d GETs, want 1 (its Open)", n)
+	}
+	release()
+	s.c.Flush()
+	if st := s.c.Stats(); st.WrittenEntries != 2 {
+		t.Fatalf("after the flush %d entries written, want 2", st.WrittenEntries)
+	}
+}

@@ -16,7 +16,7 @@ type counters struct {
 // Stats are a Cache's counters since Open (this process, this Cache), and
 // two gauges. Blocks are counted once per request that needed them.
 type Stats struct {
-	HitBlocks      uint64 // blocks served from an entry on disk
+	HitBlocks      uint64 // blocks served from an entry on disk, or from the write-behind queue before it is written
 	HitBytes       uint64 // bytes of requests served from disk (the requested part of each hit block)
 	MissBlocks     uint64 // blocks not on disk (or corrupt), fetched from the remote source
 	MissBytes      uint64 // bytes fetched from the remote source for missed blocks (whole blocks)

@@ -25,10 +25,16 @@ type writer struct {
 	wait time.Duration
 
 	mu      sync.Mutex
-	q       []job      // copied blocks, in the order queued
-	queued  int64      // payload bytes in q and in the job being written
-	workers int        // goroutines running run
-	waiting int        // readers waiting for room (tests)
+	q       []job // copied blocks, in the order queued
+	queued  int64 // payload bytes in q and in the job being written
+	workers int   // goroutines running run
+	waiting int   // readers waiting for room (tests)
+	// pending holds the payload of every block queued or being written,
+	// by entry name, so a read of it meanwhile is served from memory
+	// (copyPending) instead of fetched again: until its rename the entry
+	// is not on disk, and a read that missed then would be a second GET of
+	// the same bytes.
+	pending map[string]job
 	idle    *sync.Cond // signaled when the last worker exits
 	room    *sync.Cond // signaled when a write ends (queued went down) or a wait expires
 }
@@ -97,6 +103,10 @@ func (w *writer) add(k *Key, idx uint64, data []byte) int {
 	}
 	w.q = append(w.q, job{k: *k, idx: idx, data: data})
 	w.queued += need
+	if w.pending == nil {
+		w.pending = make(map[string]job)
+	}
+	w.pending[k.fileName(idx)] = job{k: *k, idx: idx, data: data}
 	if w.workers < writeWorkers && w.workers < len(w.q) {
 		w.workers++
 		go w.run()
@@ -115,6 +125,9 @@ func (w *writer) run() {
 			writeGate()
 		}
 		w.c.put(&j.k, j.idx, j.data)
+		w.mu.Lock()
+		delete(w.pending, j.k.fileName(j.idx))
+		w.mu.Unlock()
 		w.c.putBuf(j.data)
 		w.mu.Lock()
 		w.queued -= int64(len(j.data))
@@ -126,6 +139,29 @@ func (w *writer) run() {
 		w.idle.Broadcast()
 	}
 	w.mu.Unlock()
+}
+
+// copyPending copies bytes [from, from+len(dst)) of block idx of k
+// (blockLen bytes) into dst from the write-behind queue, if the block is
+// queued or being written, and reports whether it did.
+func (w *writer) copyPending(name string, k *Key, idx uint64, blockLen int, dst []byte, from int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j, ok := w.pending[name]
+	if !ok || j.idx != idx || j.k.ID != k.ID || j.k.Validator != k.Validator || j.k.Size != k.Size ||
+		len(j.data) != blockLen || from < 0 || from+len(dst) > blockLen {
+		return false
+	}
+	copy(dst, j.data[from:])
+	return true
+}
+
+// isPending reports whether the entry name is queued or being written.
+func (w *writer) isPending(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.pending[name]
+	return ok
 }
 
 // flush waits until the queue is empty and no write is in progress.
