@@ -141,7 +141,7 @@ def _object_loader(spec: Dict[str, Any]) -> Any:
     if row == "memtier":
         import memtier
 
-        ctx = memtier.Context()
+        ctx = memtier.default_context()  # the context memtier.stats() reports (the rows' notes)
         src = spec.get("local") or url
         return lambda buf: ctx.read_into(src, 0, buf)
     if row == "local_preadv":

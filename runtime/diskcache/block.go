@@ -14,58 +14,93 @@ const readChunk = 512 << 10
 
 // get fills dst with bytes [from, from+len(dst)) of the payload of block
 // idx of k (blockLen bytes long) from the entry on disk and reports
-// whether it did. Only the header and the pieces that overlap the range
-// are read and checked (readPieces). A missing entry is a miss; a torn,
-// truncated or corrupt one (in the header or a piece read) is counted,
-// deleted and a miss, so the caller fetches the block again; so is an
-// entry of an older format version (counted as stale). dst may be partly
-// written on a miss.
+// whether it did. Only the pieces that overlap the range are read and
+// checked (readPieces), through the entry's descriptor kept open with its
+// checked header (fds.go; the first hit opens it and reads the header). A
+// missing entry is a miss; a torn, truncated or corrupt one (in the header
+// or a piece read) is counted, deleted and a miss, so the caller fetches
+// the block again; so is an entry of an older format version (counted as
+// stale). dst may be partly written on a miss.
 func (c *Cache) get(k *Key, idx uint64, blockLen int, dst []byte, from int) bool {
 	if c.closed.Load() {
 		return false
 	}
 	name := k.fileName(idx)
+	if c.wb.copyPending(name, k, idx, blockLen, dst, from) {
+		return true // fetched by an earlier read, not written yet
+	}
+	e := c.fds.acquire(name)
+	if e == nil {
+		var ok bool
+		if e, ok = c.openEntry(name, k, idx, blockLen); !ok {
+			return false
+		}
+	}
+	defer c.fds.release(e)
+	why := e.h.mismatch(k, idx*uint64(c.block), blockLen)
+	if why == "" && (from < 0 || from+len(dst) > blockLen) {
+		why = fmt.Sprintf("range [%d, +%d) outside the %d-byte payload", from, len(dst), blockLen)
+	}
+	if why == "" {
+		why = readPieces(e.f, int64(e.h.hdrLen), &e.h, from, dst, &c.st.readBytes)
+	}
+	if why != "" {
+		c.fds.forget(name)
+		c.st.corruptEntries.Add(1)
+		c.dropEntry(name, e.ino, uint64(e.size))
+		return false
+	}
+	if now := time.Now(); c.fds.touch(e, now) {
+		// "Used" is the mtime: eviction removes the oldest first. atime
+		// is not used, since relatime and noatime mounts do not keep it.
+		_ = os.Chtimes(c.path(name), now, now)
+	}
+	return true
+}
+
+// openEntry opens the entry name of block idx of k, reads and checks its
+// header, and adds it to the open entries with a reference for the
+// caller; ok is false for a missing entry and for a bad one (counted and
+// deleted).
+func (c *Cache) openEntry(name string, k *Key, idx uint64, blockLen int) (e *openEntry, ok bool) {
 	f, err := os.Open(c.path(name))
 	if err != nil {
-		return false
+		return nil, false
 	}
-	defer f.Close()
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-		return false
+		f.Close()
+		return nil, false
 	}
-	if why := c.readEntry(f, k, idx, blockLen, dst, from, st.Size); why != "" {
+	h, why := c.readHeader(f, k, idx, blockLen, st.Size)
+	if why != "" {
+		f.Close()
 		if why == errOldFormat.Error() {
 			c.st.staleEntries.Add(1)
 		} else {
 			c.st.corruptEntries.Add(1)
 		}
 		c.dropEntry(name, st.Ino, uint64(st.Size))
-		return false
+		return nil, false
 	}
-	if mt := time.Unix(st.Mtim.Unix()); time.Since(mt) > touchAfter {
-		// "Used" is the mtime: eviction removes the oldest first. atime
-		// is not used, since relatime and noatime mounts do not keep it.
-		now := time.Now()
-		_ = os.Chtimes(c.path(name), now, now)
-	}
-	return true
+	e = &openEntry{f: f, ino: st.Ino, size: st.Size, h: h, touched: time.Unix(st.Mtim.Unix())}
+	c.fds.insert(name, e)
+	return e, true
 }
 
-// readEntry reads and checks the header of the entry of block idx of k
-// (blockLen bytes) from f (size bytes), then the pieces of its payload
-// that overlap [from, from+len(dst)) into dst, returning why it is not
-// that entry ("" when it is).
-func (c *Cache) readEntry(f *os.File, k *Key, idx uint64, blockLen int, dst []byte, from int, size int64) string {
+// readHeader reads and checks the header of the entry of block idx of k
+// (blockLen bytes) from f (size bytes), returning it, or why it is not
+// that entry.
+func (c *Cache) readHeader(f *os.File, k *Key, idx uint64, blockLen int, size int64) (header, string) {
 	var hb [headerAlign]byte
 	n, _ := f.ReadAt(hb[:], 0)
 	c.st.readBytes.Add(uint64(n))
 	if n < fixedHeader {
-		return "truncated header"
+		return header{}, "truncated header"
 	}
 	hl, err := decodeFixed(hb[:])
 	if err != nil {
-		return err.Error()
+		return header{}, err.Error()
 	}
 	hdr := hb[:]
 	if hl > headerAlign {
@@ -73,23 +108,20 @@ func (c *Cache) readEntry(f *os.File, k *Key, idx uint64, blockLen int, dst []by
 		n, _ := f.ReadAt(hdr, 0)
 		c.st.readBytes.Add(uint64(n))
 		if n != int(hl) {
-			return "truncated header"
+			return header{}, "truncated header"
 		}
 	}
 	h, err := decodeHeader(hdr[:hl])
 	if err != nil {
-		return err.Error()
+		return header{}, err.Error()
 	}
 	if why := h.mismatch(k, idx*uint64(c.block), blockLen); why != "" {
-		return why
+		return header{}, why
 	}
 	if size != int64(h.hdrLen)+int64(h.payloadLen) {
-		return "torn: file size does not match its header"
+		return header{}, "torn: file size does not match its header"
 	}
-	if from < 0 || from+len(dst) > blockLen {
-		return fmt.Sprintf("range [%d, +%d) outside the %d-byte payload", from, len(dst), blockLen)
-	}
-	return readPieces(f, int64(h.hdrLen), &h, from, dst, &c.st.readBytes)
+	return h, ""
 }
 
 // put writes data as the entry of block idx of k: into a temporary file in

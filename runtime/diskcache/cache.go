@@ -30,10 +30,15 @@ const (
 	// holds, measured at Open.
 	DefaultBudgetBytes = 10 << 30
 	// DefaultQueueBytes bounds the payload bytes waiting in the
-	// write-behind queue; a block that does not fit is written by its
-	// reader (Stats.InlineWrites), so memory stays bounded and every
-	// fetched block is cached.
+	// write-behind queue; a reader whose block does not fit waits for
+	// room (at most QueueWait), so memory stays bounded and no block is
+	// fetched twice.
 	DefaultQueueBytes = 64 << 20
+	// DefaultQueueWait is how long a reader waits for room in a full
+	// queue before its block is dropped: a disk that writes 4 MiB blocks
+	// at 100 MB/s frees room every 40 ms, so only a stalled disk reaches
+	// it, and then the reads go on at the network's pace.
+	DefaultQueueWait = 2 * time.Second
 	// DefaultReadWorkers is the number of goroutines that read hit blocks
 	// of one request in parallel (the engine's IOThreads default).
 	DefaultReadWorkers = 4
@@ -61,7 +66,10 @@ type Options struct {
 	// QueueBytes bounds the write-behind queue in payload bytes; 0:
 	// DefaultQueueBytes. Synchronous writes the blocks a read fetched
 	// before the read returns instead.
-	QueueBytes  int64
+	QueueBytes int64
+	// QueueWait bounds a reader's wait for room in a full queue, after
+	// which its block is dropped (Stats.QueueDrops); 0: DefaultQueueWait.
+	QueueWait   time.Duration
 	Synchronous bool
 	// DirectWrites writes entries with O_DIRECT instead of through the
 	// page cache (see writePayload). Off by default: direct writes halved
@@ -90,6 +98,7 @@ type Cache struct {
 	pruned  sync.Map // idHash+verHash of keys whose other versions were dropped
 	prunedN atomic.Int64
 	wb      *writer
+	fds     fdTable   // entry descriptors kept open (fds.go)
 	bufs    sync.Pool // *[]byte of block bytes
 	st      counters
 	closed  atomic.Bool
@@ -116,6 +125,12 @@ func Open(o Options) (*Cache, error) {
 	if o.QueueBytes < 0 {
 		return nil, errs.New(errs.InvalidArg, "disk cache", "queue bytes %d: want > 0", o.QueueBytes)
 	}
+	if o.QueueWait < 0 {
+		return nil, errs.New(errs.InvalidArg, "disk cache", "queue wait %v: want >= 0", o.QueueWait)
+	}
+	if o.QueueWait == 0 {
+		o.QueueWait = DefaultQueueWait
+	}
 	if o.ReadWorkers <= 0 {
 		o.ReadWorkers = DefaultReadWorkers
 	}
@@ -140,7 +155,7 @@ func Open(o Options) (*Cache, error) {
 	}
 	c := &Cache{dir: dir, block: o.BlockBytes, opts: o, lockF: lf}
 	c.budget = o.BudgetBytes
-	c.wb = newWriter(c, o.QueueBytes)
+	c.wb = newWriter(c, o.QueueBytes, o.QueueWait)
 	// A probe entry: a directory that lets access(2) pass but refuses
 	// files (a read-only mount) fails here, not on the first miss.
 	probe, err := os.CreateTemp(dir, tmpPrefix+"probe-")
@@ -202,6 +217,7 @@ func (c *Cache) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.fds.closeAll()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lockF.Close()

@@ -66,6 +66,7 @@ func (c *Cache) scanLocked(need uint64, always bool) uint64 {
 		if total+need <= target {
 			break
 		}
+		c.fds.forget(e.name)
 		if err := os.Remove(c.path(e.name)); err == nil || os.IsNotExist(err) {
 			total -= e.size
 			c.st.evictedEntries.Add(1)
@@ -154,6 +155,7 @@ func (c *Cache) dropEntry(name string, ino uint64, size uint64) {
 	if cur, ok := inodeOf(c.path(name)); !ok || cur != ino {
 		return
 	}
+	c.fds.forget(name)
 	if os.Remove(c.path(name)) == nil {
 		if u, ok := c.readUsage(); ok && u >= size {
 			c.writeUsage(u - size)
@@ -196,6 +198,7 @@ func (c *Cache) pruneVersions(k *Key) {
 		if err != nil {
 			continue
 		}
+		c.fds.forget(n)
 		if os.Remove(c.path(n)) == nil {
 			c.st.staleEntries.Add(1)
 			if ok && u >= uint64(info.Size()) {

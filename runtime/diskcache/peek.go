@@ -18,7 +18,8 @@ type Peek struct {
 
 // Peek reports which blocks of [off, off+n) of o the directory holds for
 // o's version now, without reading or checking them: one lstat per block,
-// no lock, no mtime refresh, no counter. An entry that is present but
+// no lock, no mtime refresh, no counter; a block waiting in the
+// write-behind queue counts as held (a read is served from there). An entry that is present but
 // corrupt counts as held (a read finds it out, drops and refetches it),
 // and another process may add or evict entries right after. ok is false
 // when the Cache is closed, the range is empty or past o's end, or o
@@ -37,7 +38,8 @@ func (s *Source) Peek(o *remote.Object, off, n uint64) (p Peek, ok bool) {
 	end := off + n
 	for b := off / B; b <= (end-1)/B; b++ {
 		lo, hi := s.span(b, size)
-		if _, err := os.Lstat(s.c.path(k.fileName(b))); err == nil {
+		name := k.fileName(b)
+		if s.c.wb.isPending(name) || lstatOK(s.c.path(name)) {
 			p.HitBlocks++
 			p.HitBytes += min(hi, end) - max(lo, off)
 		} else {
@@ -46,4 +48,9 @@ func (s *Source) Peek(o *remote.Object, off, n uint64) (p Peek, ok bool) {
 		}
 	}
 	return p, true
+}
+
+func lstatOK(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }

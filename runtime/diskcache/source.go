@@ -57,6 +57,19 @@ func (s *Source) KeyOf(o *remote.Object) (Key, bool) {
 // from the remote Source, whole, one ranged GET each (see fetchRun). path is ignored; PathBuffered is reported. Errors
 // are the remote Source's (errs.EOF past the end; the GET's failure).
 func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int, error) {
+	if _, err := s.ReadAtTiers(o, dst, off); err != nil {
+		return 0, err
+	}
+	return source.PathBuffered, nil
+}
+
+// ReadAtTiers is ReadAt that also returns fetched, the bytes of the blocks
+// under dst that came from the remote source (whole blocks; 0 when the disk
+// served every byte). The engine admits a run into the DRAM cache only when
+// fetched is 0 (walk.go fillRun): a block fetched now is on its way to the
+// disk tier, and its next read copies it from there into DRAM, so a first
+// load touches no DRAM-cache memory of its own. Errors are ReadAt's.
+func (s *Source) ReadAtTiers(o source.Object, dst []byte, off uint64) (fetched uint64, err error) {
 	ro, ok := o.(*remote.Object)
 	if !ok {
 		return 0, errs.New(errs.Internal, "disk cache read", "object %q is not from a remote.Source", o.Name())
@@ -64,14 +77,14 @@ func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int,
 	n := uint64(len(dst))
 	size := ro.Size()
 	if n == 0 || off > size || n > size-off {
-		return s.r.ReadAt(o, dst, off, path)
+		_, err := s.r.ReadAt(o, dst, off, source.PathBuffered)
+		return n, err
 	}
 	k, ok := s.KeyOf(ro)
 	if !ok {
-		return s.r.ReadAt(o, dst, off, path)
+		_, err := s.r.ReadAt(o, dst, off, source.PathBuffered)
+		return n, err
 	}
-	s.c.wb.readStart()
-	defer s.c.wb.readEnd()
 	B := uint64(s.c.block)
 	first, last := off/B, (off+n-1)/B
 	hit := make([]bool, last-first+1)
@@ -91,6 +104,9 @@ func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int,
 		for j+1 < len(hit) && !hit[j+1] {
 			j++
 		}
+		lo, _ := s.span(first+uint64(i), size)
+		_, hi := s.span(first+uint64(j), size)
+		fetched += hi - lo
 		wg.Add(1)
 		go func(b0, b1 uint64) {
 			defer wg.Done()
@@ -108,7 +124,7 @@ func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int,
 	if firstErr != nil {
 		return 0, firstErr
 	}
-	return source.PathBuffered, nil
+	return fetched, nil
 }
 
 // span returns block idx's range [lo, hi) in the object of size bytes.
@@ -197,7 +213,7 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 		}
 		s.c.st.missBlocks.Add(1)
 		s.c.st.missBytes.Add(hi - lo)
-		s.store(k, ro, b, lo, d, whole)
+		s.store(k, b, d, whole)
 		return nil
 	}
 	for range min(nb, s.r.Client().Options().MaxConcurrency) {
@@ -229,11 +245,11 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 }
 
 // store caches data (block idx of k, at lo in ro): written now
-// (Synchronous), or queued, as a copy when data is the caller's
-// (borrowed), else as is; when the queue is full the block is deferred, to
-// be fetched again and written by the queue's goroutine (writer), and only
-// when that list is full too does the caller's goroutine write it.
-func (s *Source) store(k *Key, ro *remote.Object, idx, lo uint64, data []byte, borrowed bool) {
+// (Synchronous), or queued for the write-behind goroutine, as a copy when
+// data is the caller's (borrowed), else as is. A full queue makes the
+// reader wait for room, at most Options.QueueWait, then the block is
+// dropped (writer); a block larger than the queue is written here.
+func (s *Source) store(k *Key, idx uint64, data []byte, borrowed bool) {
 	if s.c.opts.Synchronous {
 		s.c.put(k, idx, data)
 		if !borrowed {
@@ -246,18 +262,18 @@ func (s *Source) store(k *Key, ro *remote.Object, idx, lo uint64, data []byte, b
 		copy(cp, data)
 		data = cp
 	}
-	if s.c.wb.add(k, idx, data) {
+	switch s.c.wb.add(k, idx, data) {
+	case queuedNow:
 		return
-	}
-	fill := func(b []byte) error {
-		_, err := s.r.ReadAt(ro, b, lo, source.PathBuffered)
-		return err
-	}
-	if s.c.wb.deferBlock(k, idx, len(data), fill) {
-		s.c.st.deferredBlocks.Add(1)
-	} else {
+	case queuedWaited:
+		s.c.st.queueWaits.Add(1)
+		return
+	case dropped:
+		s.c.st.queueWaits.Add(1)
+		s.c.st.queueDrops.Add(1)
+	case tooLarge:
 		s.c.st.inlineWrites.Add(1)
-		s.c.put(k, idx, data) // both lists are full: write it here (back-pressure)
+		s.c.put(k, idx, data)
 	}
 	s.c.putBuf(data)
 }

@@ -6,7 +6,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/remote"
@@ -389,12 +391,24 @@ func TestReadPastEndAndEmpty(t *testing.T) {
 	}
 }
 
-// TestFullQueueDefers: with a write-behind queue too small for any block,
-// a read of 12 blocks defers all 12 (none written by the reader), the
-// queue's goroutine fetches them again and writes them, so after Flush
-// all 12 are cached and the next instance over the directory makes no
-// block GET.
-func TestFullQueueDefers(t *testing.T) {
+// onceEach fails t when srv was asked for a range twice (a block fetched
+// again: double egress).
+func onceEach(t *testing.T, srv *objServer) {
+	t.Helper()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	seen := map[string]bool{}
+	for _, r := range srv.ranges {
+		if seen[r] {
+			t.Fatalf("range %q fetched twice (ranges %q)", r, srv.ranges)
+		}
+		seen[r] = true
+	}
+}
+
+// TestQueueSmallerThanABlock: a block larger than the whole write-behind
+// queue is written by its reader, once; nothing is fetched twice.
+func TestQueueSmallerThanABlock(t *testing.T) {
 	want := pattern(12*testBlock, 9)
 	srv := newObjServer(t, want, `"q"`)
 	dir := t.TempDir()
@@ -404,13 +418,11 @@ func TestFullQueueDefers(t *testing.T) {
 	}
 	s.c.Flush()
 	st := s.c.Stats()
-	if st.MissBlocks != 12 || st.WrittenEntries != 12 || st.WriteDrops != 0 || st.InlineWrites != 0 ||
-		st.DeferredBlocks != 12 || st.DeferredFailures != 0 {
-		t.Fatalf("stats %+v: want 12 misses, 12 deferred, 12 entries written, 0 drops, 0 inline writes", st)
+	if st.MissBlocks != 12 || st.WrittenEntries != 12 || st.WriteDrops != 0 || st.InlineWrites != 12 ||
+		st.QueueWaits != 0 || st.QueueDrops != 0 {
+		t.Fatalf("stats %+v: want 12 misses, 12 inline writes, 12 entries written, no waits, drops", st)
 	}
-	if names, _ := entries(t, dir); len(names) != 12 {
-		t.Fatalf("%d entries on disk, want 12", len(names))
-	}
+	onceEach(t, srv)
 	before := srv.gets.Load()
 	s2 := newStack(t, testOptions(), Options{Dir: dir})
 	if got := s2.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
@@ -421,5 +433,115 @@ func TestFullQueueDefers(t *testing.T) {
 	}
 	if n := srv.gets.Load() - before; n != 1 {
 		t.Fatalf("second instance made %d GETs, want 1 (its Open)", n)
+	}
+}
+
+// holdWriter makes the write-behind goroutine wait before each write
+// until the returned function is called (once).
+func holdWriter(t *testing.T) (release func()) {
+	gate := make(chan struct{})
+	writeGate = func() { <-gate }
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(func() { release(); writeGate = nil })
+	return release
+}
+
+// waitFor polls until w has n readers waiting for room.
+func waitFor(w *writer, n int) {
+	for {
+		w.mu.Lock()
+		k := w.waiting
+		w.mu.Unlock()
+		if k == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestQueueBackPressure: with the writer held and room for two blocks,
+// the readers of the other four wait (none dropped, none fetched again);
+// once the writer goes on, all six are written.
+func TestQueueBackPressure(t *testing.T) {
+	want := pattern(6*testBlock, 4)
+	srv := newObjServer(t, want, `"bp"`)
+	release := holdWriter(t)
+	s := newStack(t, testOptions(), Options{Dir: t.TempDir(), QueueBytes: 2 * testBlock, QueueWait: time.Hour})
+	done := make(chan []byte)
+	go func() { done <- s.read(t, srv.url(), 0, uint64(len(want))) }()
+	waitFor(s.c.wb, 4)
+	release()
+	if got := <-done; !bytes.Equal(got, want) {
+		t.Fatal("bytes differ")
+	}
+	s.c.Flush()
+	st := s.c.Stats()
+	if st.MissBlocks != 6 || st.WrittenEntries != 6 || st.QueueWaits != 4 || st.QueueDrops != 0 || st.InlineWrites != 0 {
+		t.Fatalf("stats %+v: want 6 misses, 6 entries written, 4 waits, 0 drops, 0 inline writes", st)
+	}
+	onceEach(t, srv)
+}
+
+// TestQueueWaitExpires: with the writer held past the read, the four
+// blocks that found no room within QueueWait are dropped (left
+// uncached, not fetched again); the next instance fetches only those.
+func TestQueueWaitExpires(t *testing.T) {
+	want := pattern(6*testBlock, 5)
+	srv := newObjServer(t, want, `"wx"`)
+	release := holdWriter(t)
+	dir := t.TempDir()
+	s := newStack(t, testOptions(), Options{Dir: dir, QueueBytes: 2 * testBlock, QueueWait: time.Millisecond})
+	if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
+		t.Fatal("bytes differ")
+	}
+	release()
+	s.c.Flush()
+	st := s.c.Stats()
+	if st.MissBlocks != 6 || st.WrittenEntries != 2 || st.QueueWaits != 4 || st.QueueDrops != 4 || st.InlineWrites != 0 {
+		t.Fatalf("stats %+v: want 6 misses, 2 entries written, 4 waits, 4 drops", st)
+	}
+	onceEach(t, srv)
+	s2 := newStack(t, testOptions(), Options{Dir: dir, Synchronous: true})
+	if got := s2.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
+		t.Fatal("second instance: bytes differ")
+	}
+	if st := s2.c.Stats(); st.HitBlocks != 2 || st.MissBlocks != 4 {
+		t.Fatalf("second instance stats %+v: want 2 hits, 4 misses", st)
+	}
+}
+
+func TestQueueWaitNegative(t *testing.T) {
+	_, err := Open(Options{Dir: t.TempDir(), QueueWait: -time.Second})
+	if err == nil || err.Error() != "disk cache: queue wait -1s: want >= 0" {
+		t.Fatalf("Open with a negative queue wait: %v", err)
+	}
+}
+
+// TestQueuedBlockServedFromMemory: a block fetched by one read and still
+// waiting in the write-behind queue serves a second read of it from
+// memory (a hit), not with a second GET.
+func TestQueuedBlockServedFromMemory(t *testing.T) {
+	want := pattern(2*testBlock, 6)
+	srv := newObjServer(t, want, `"qm"`)
+	release := holdWriter(t)
+	s := newStack(t, testOptions(), Options{Dir: t.TempDir()})
+	if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
+		t.Fatal("first read: bytes differ")
+	}
+	gets := srv.gets.Load()
+	if got := s.read(t, srv.url(), testBlock+5, 100); !bytes.Equal(got, want[testBlock+5:testBlock+105]) {
+		t.Fatal("second read: bytes differ")
+	}
+	if st := s.c.Stats(); st.MissBlocks != 2 || st.HitBlocks != 1 || st.HitBytes != 100 || st.WrittenEntries != 0 {
+		t.Fatalf("stats %+v: want 2 misses, 1 hit of 100 bytes from the queue, nothing written yet", st)
+	}
+	if n := srv.gets.Load() - gets; n != 1 {
+		t.Fatalf("second read made %d GETs, want 1 (its Open)", n)
+	}
+	release()
+	s.c.Flush()
+	if st := s.c.Stats(); st.WrittenEntries != 2 {
+		t.Fatalf("after the flush %d entries written, want 2", st.WrittenEntries)
 	}
 }

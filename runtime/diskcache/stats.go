@@ -9,14 +9,14 @@ type counters struct {
 	evictedEntries, evictedBytes               atomic.Uint64
 	staleEntries, corruptEntries               atomic.Uint64
 	writeDrops, writeErrors, inlineWrites      atomic.Uint64
-	deferredBlocks, deferredFailures           atomic.Uint64
+	queueWaits, queueDrops                     atomic.Uint64
 	readBytes                                  atomic.Uint64 // bytes read from entries, headers included (tests)
 }
 
 // Stats are a Cache's counters since Open (this process, this Cache), and
 // two gauges. Blocks are counted once per request that needed them.
 type Stats struct {
-	HitBlocks      uint64 // blocks served from an entry on disk
+	HitBlocks      uint64 // blocks served from an entry on disk, or from the write-behind queue before it is written
 	HitBytes       uint64 // bytes of requests served from disk (the requested part of each hit block)
 	MissBlocks     uint64 // blocks not on disk (or corrupt), fetched from the remote source
 	MissBytes      uint64 // bytes fetched from the remote source for missed blocks (whole blocks)
@@ -27,15 +27,12 @@ type Stats struct {
 	StaleEntries   uint64 // entries of an older version of an object removed when a newer one was written, or of an older entry format found on read (deleted and refetched)
 	CorruptEntries uint64 // torn, truncated or corrupt entries detected on read (a corrupt piece only by a read that needs it), deleted and refetched
 	WriteDrops     uint64 // blocks not written: the entry exceeds the budget
-	InlineWrites   uint64 // blocks the reader wrote itself: the write-behind queue and the deferred list were full
-	// DeferredBlocks are blocks the write-behind queue had no room for,
-	// fetched again and written by its goroutine after the read (writer).
-	DeferredBlocks uint64
-	// DeferredFailures are deferred blocks whose second fetch failed (left uncached).
-	DeferredFailures uint64
-	WriteErrors      uint64 // blocks not written because of a file system error (disk full, I/O error)
-	UsedBytes        uint64 // gauge: bytes the directory held when this Cache last held its lock
-	BudgetBytes      uint64 // gauge: the budget this Cache enforces
+	InlineWrites   uint64 // blocks the reader wrote itself: larger than the whole write-behind queue
+	QueueWaits     uint64 // blocks whose reader waited for room in the write-behind queue (back-pressure)
+	QueueDrops     uint64 // of those, blocks left uncached: no room within Options.QueueWait
+	WriteErrors    uint64 // blocks not written because of a file system error (disk full, I/O error)
+	UsedBytes      uint64 // gauge: bytes the directory held when this Cache last held its lock
+	BudgetBytes    uint64 // gauge: the budget this Cache enforces
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use; each
@@ -49,7 +46,7 @@ func (c *Cache) Stats() Stats {
 		EvictedEntries: s.evictedEntries.Load(), EvictedBytes: s.evictedBytes.Load(),
 		StaleEntries: s.staleEntries.Load(), CorruptEntries: s.corruptEntries.Load(),
 		WriteDrops: s.writeDrops.Load(), WriteErrors: s.writeErrors.Load(), InlineWrites: s.inlineWrites.Load(),
-		DeferredBlocks: s.deferredBlocks.Load(), DeferredFailures: s.deferredFailures.Load(),
+		QueueWaits: s.queueWaits.Load(), QueueDrops: s.queueDrops.Load(),
 		UsedBytes: c.used.Load(), BudgetBytes: c.budget,
 	}
 }

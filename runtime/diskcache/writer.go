@@ -1,171 +1,170 @@
 package diskcache
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // writer is the write-behind queue: blocks a read fetched wait here, as
 // copies, for one background goroutine to write them, so the reader does
 // not wait for the file system. The queue holds at most max payload bytes.
-// A block that does not fit is not written by its reader (that put the
-// disk on the read's critical path: a first run of 512 MiB read at 0.3x
-// the remote rate, BenchmarkDiskCacheVersitygw) and not dropped either
-// (a dropping queue lost 14 to 42 of 64 blocks per 256 MiB read on the
-// loaded 2-core build machine): it is deferred, kept as what to fetch
-// (no bytes), and the goroutine fetches it again from the remote source
-// and writes it once no copied block and no read waits (Stats.DeferredBlocks). A first
-// run so returns at the network's pace, memory stays bounded by max, and
-// every block is cached by the time Flush returns. Up to writeWorkers
+//
+// A block that does not fit waits for room (back-pressure), at most wait
+// (Options.QueueWait); past that it is dropped, left uncached
+// (Stats.QueueDrops), and the read goes on. Neither outcome fetches the
+// block twice: the queue used to defer such a block and fetch it again
+// after the read, which doubled its egress (paid per byte on S3) for the
+// blocks of every read faster than the disk. Waiting keeps every block
+// cached while the disk keeps up within the bound; dropping keeps a stalled
+// disk from stalling the reads. A block larger than the whole queue never
+// fits: its reader writes it (Stats.InlineWrites). Up to writeWorkers
 // goroutines run, only while there is work, so an idle Cache holds none.
 type writer struct {
-	c   *Cache
-	max int64
+	c    *Cache
+	max  int64
+	wait time.Duration
 
 	mu      sync.Mutex
-	q       []job      // copied blocks, written first
-	later   []job      // deferred blocks (fill set, no data)
-	queued  int64      // payload bytes in q and in the job being written
-	workers int        // goroutines running run
-	reads   int        // Source.ReadAt calls in progress
+	q       []job // copied blocks, in the order queued
+	queued  int64 // payload bytes in q and in the job being written
+	workers int   // goroutines running run
+	waiting int   // readers waiting for room (tests)
+	// pending holds the payload of every block queued or being written,
+	// by entry name, so a read of it meanwhile is served from memory
+	// (copyPending) instead of fetched again: until its rename the entry
+	// is not on disk, and a read that missed then would be a second GET of
+	// the same bytes.
+	pending map[string]job
 	idle    *sync.Cond // signaled when the last worker exits
-	wake    *sync.Cond // signaled when a block is queued or the last read ends
+	room    *sync.Cond // signaled when a write ends (queued went down) or a wait expires
 }
 
-// writeWorkers bounds the goroutines writing (and fetching deferred
-// blocks). One: on 2 cores more writers took the CPU from the read they
-// are meant to stay behind (a 512 MiB first run at 0.65-0.75x the remote
-// rate with one, 0.33-0.57x with four), while the flush after it was
-// 1.3-1.9 s with one and 0.9-1.4 s with four (BenchmarkDiskCacheVersitygw,
-// DISKCACHE_BENCH_WRITERS).
+// writeWorkers bounds the goroutines writing. One: on 2 cores more writers
+// took the CPU from the read they are meant to stay behind (a 512 MiB
+// first run at 0.65-0.75x the remote rate with one, 0.33-0.57x with four),
+// while the flush after it was 1.3-1.9 s with one and 0.9-1.4 s with four
+// (BenchmarkDiskCacheVersitygw, DISKCACHE_BENCH_WRITERS).
 var writeWorkers = 1
 
-// maxDeferred bounds the deferred blocks remembered (about 100 bytes
-// each); past it a block is written by its reader, as before deferral.
-const maxDeferred = 1 << 16
+// writeGate, when set (tests), runs before each queued write: a test holds
+// the writer there to fill the queue deterministically.
+var writeGate func()
 
 type job struct {
 	k    Key
 	idx  uint64
 	data []byte // owned by the job; returned to the pool after the write
-	// fill, for a deferred block, fetches its n bytes into the buffer
-	// given (from the remote source, pinned to the version read).
-	fill func([]byte) error
-	n    int
 }
 
-func newWriter(c *Cache, max int64) *writer {
-	w := &writer{c: c, max: max}
+func newWriter(c *Cache, max int64, wait time.Duration) *writer {
+	w := &writer{c: c, max: max, wait: wait}
 	w.idle = sync.NewCond(&w.mu)
-	w.wake = sync.NewCond(&w.mu)
+	w.room = sync.NewCond(&w.mu)
 	return w
 }
 
-// add queues data (ownership passes to the writer) as block idx of k and
-// reports true, or reports false, keeping nothing, when the queue is full.
-func (w *writer) add(k *Key, idx uint64, data []byte) bool {
+// Outcomes of add.
+const (
+	queuedNow    = iota // queued at once
+	queuedWaited        // queued after waiting for room
+	dropped             // no room within the wait: not queued, not written
+	tooLarge            // larger than the whole queue: not queued
+)
+
+// add queues data (ownership passes to the writer when queued) as block
+// idx of k, waiting up to w.wait for room, and says what it did (queuedNow,
+// queuedWaited, dropped, tooLarge; the caller keeps data unless queued).
+func (w *writer) add(k *Key, idx uint64, data []byte) int {
+	need := int64(len(data))
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.queued+int64(len(data)) > w.max {
-		return false
+	if need > w.max {
+		return tooLarge
+	}
+	outcome := queuedNow
+	if w.queued+need > w.max {
+		outcome = queuedWaited
+		expired := false
+		t := time.AfterFunc(w.wait, func() {
+			w.mu.Lock()
+			expired = true
+			w.room.Broadcast()
+			w.mu.Unlock()
+		})
+		w.waiting++
+		for w.queued+need > w.max && !expired {
+			w.room.Wait()
+		}
+		w.waiting--
+		t.Stop()
+		if w.queued+need > w.max {
+			return dropped
+		}
 	}
 	w.q = append(w.q, job{k: *k, idx: idx, data: data})
-	w.queued += int64(len(data))
-	w.wake.Broadcast()
-	w.startLocked()
-	return true
-}
-
-// deferBlock queues block idx of k (n bytes) to be fetched by fill and
-// written after the copied blocks, and reports true, or false when
-// maxDeferred blocks already wait.
-func (w *writer) deferBlock(k *Key, idx uint64, n int, fill func([]byte) error) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.later) >= maxDeferred {
-		return false
+	w.queued += need
+	if w.pending == nil {
+		w.pending = make(map[string]job)
 	}
-	w.later = append(w.later, job{k: *k, idx: idx, fill: fill, n: n})
-	w.startLocked()
-	return true
-}
-
-// startLocked starts a worker unless writeWorkers run or every waiting
-// job already has one.
-func (w *writer) startLocked() {
-	if w.workers < writeWorkers && w.workers < len(w.q)+len(w.later) {
+	w.pending[k.fileName(idx)] = job{k: *k, idx: idx, data: data}
+	if w.workers < writeWorkers && w.workers < len(w.q) {
 		w.workers++
 		go w.run()
 	}
-}
-
-// readStart and readEnd bracket a Source.ReadAt: deferred blocks wait
-// while any read runs, so that their GETs do not take the network and the
-// CPU from the reads they were deferred for.
-func (w *writer) readStart() {
-	w.mu.Lock()
-	w.reads++
-	w.mu.Unlock()
-}
-
-func (w *writer) readEnd() {
-	w.mu.Lock()
-	if w.reads--; w.reads == 0 {
-		w.wake.Broadcast()
-	}
-	w.mu.Unlock()
+	return outcome
 }
 
 func (w *writer) run() {
 	w.mu.Lock()
-	for len(w.q) > 0 || len(w.later) > 0 {
-		var j job
-		if len(w.q) > 0 {
-			j = w.q[0]
-			w.q[0] = job{}
-			w.q = w.q[1:]
-		} else if w.reads > 0 {
-			w.wake.Wait()
-			continue
-		} else {
-			j = w.later[0]
-			w.later[0] = job{}
-			w.later = w.later[1:]
-		}
+	for len(w.q) > 0 {
+		j := w.q[0]
+		w.q[0] = job{}
+		w.q = w.q[1:]
 		w.mu.Unlock()
-		if j.fill != nil {
-			w.c.fillAndPut(&j)
-		} else {
-			w.c.put(&j.k, j.idx, j.data)
-			w.c.putBuf(j.data)
+		if writeGate != nil {
+			writeGate()
 		}
+		w.c.put(&j.k, j.idx, j.data)
+		w.mu.Lock()
+		delete(w.pending, j.k.fileName(j.idx))
+		w.mu.Unlock()
+		w.c.putBuf(j.data)
 		w.mu.Lock()
 		w.queued -= int64(len(j.data))
+		w.room.Broadcast()
 	}
 	w.workers--
 	if w.workers == 0 {
-		w.q, w.later = nil, nil
+		w.q = nil
 		w.idle.Broadcast()
 	}
 	w.mu.Unlock()
 }
 
-// fillAndPut fetches a deferred block into a pool buffer and writes it,
-// unless the entry exists by now (another reader or process wrote it) or
-// the Cache is closed. A failed fetch (the object changed, the network)
-// only leaves the block uncached: the read that deferred it was served.
-func (c *Cache) fillAndPut(j *job) {
-	if c.closed.Load() || c.has(&j.k, j.idx) {
-		return
+// copyPending copies bytes [from, from+len(dst)) of block idx of k
+// (blockLen bytes) into dst from the write-behind queue, if the block is
+// queued or being written, and reports whether it did.
+func (w *writer) copyPending(name string, k *Key, idx uint64, blockLen int, dst []byte, from int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j, ok := w.pending[name]
+	if !ok || j.idx != idx || j.k.ID != k.ID || j.k.Validator != k.Validator || j.k.Size != k.Size ||
+		len(j.data) != blockLen || from < 0 || from+len(dst) > blockLen {
+		return false
 	}
-	buf := c.getBuf(j.n)
-	defer c.putBuf(buf)
-	if err := j.fill(buf); err != nil {
-		c.st.deferredFailures.Add(1)
-		return
-	}
-	c.put(&j.k, j.idx, buf)
+	copy(dst, j.data[from:])
+	return true
 }
 
-// flush waits until both queues are empty and no write is in progress
-// (deferred blocks wait for the reads in progress to end first).
+// isPending reports whether the entry name is queued or being written.
+func (w *writer) isPending(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.pending[name]
+	return ok
+}
+
+// flush waits until the queue is empty and no write is in progress.
 func (w *writer) flush() {
 	w.mu.Lock()
 	for w.workers > 0 {

@@ -48,13 +48,16 @@ func (c *Context) LoadTensor(path string, off, size uint64, dst []byte, target i
 const chunkFlags = policy.ReadNoAdmit
 
 // sampleFlags are the read hints of a dataset's samples (Dataset.Read,
-// ReadBatch) of object: none for a remote object, whose samples then fill
+// ReadBatch) of object: chunkFlags for a local file (its page cache is that
+// tier) and for a remote object below a disk cache (whose entries are in
+// the page cache as a local shard is: the samples windows.go finds on disk
+// are read from there, the others are read into the DRAM cache in
+// windows); none for a remote object without one, whose samples then fill
 // the DRAM cache like any read (below a remote object there is no page cache
 // to find them in next epoch: bench_remote measured a tar-shard epoch over
-// URLs at 0.07x a local one when every sample went back to the server or the
-// disk cache), chunkFlags for a local file (its page cache is that tier).
-func sampleFlags(path string) uint32 {
-	if remote.HasScheme(path) {
+// URLs at 0.07x a local one when every sample went back to the server).
+func (c *Context) sampleFlags(path string) uint32 {
+	if remote.HasScheme(path) && c.diskTier() == nil {
 		return 0
 	}
 	return chunkFlags
@@ -90,6 +93,9 @@ type chunkLoad struct {
 	report func(i int)   // nil, or called once per chunk after its Result is final
 	pieces map[int]*pieceState
 	flags  uint32 // read hints of every chunk not served as part of a run: chunkFlags, or sampleFlags
+	// windows: the chunks are a dataset's samples, read in windows when
+	// the object is remote (windows.go).
+	windows bool
 }
 
 // pieceState collects the pieces of one chunk larger than a task.
@@ -110,8 +116,24 @@ type pieceState struct {
 // single chunks and pieces (chunkFlags, or sampleFlags; a run of adjacent
 // chunks is a scan: never admitted).
 func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, report func(int), flags uint32) error {
+	return c.loadChunksLoad(&chunkLoad{c: c, ch: ch, report: report, flags: flags}, path, target, want)
+}
+
+// loadSamples is loadVersion for a dataset's samples: sampleFlags, and a
+// remote object's read in windows (windows.go).
+func (c *Context) loadSamples(path string, ch []Chunk, target int, want uint64) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.exit()
+	return c.loadChunksLoad(&chunkLoad{c: c, ch: ch, flags: c.sampleFlags(path), windows: true}, path, target, want)
+}
+
+// loadChunksLoad runs the load l (its chunks, report, flags and windows set).
+func (c *Context) loadChunksLoad(l *chunkLoad, path string, target int, want uint64) error {
+	ch := l.ch
 	c.st.Requests.Add(uint64(len(ch)))
-	l := &chunkLoad{c: c, ch: ch, fin: make([]atomic.Bool, len(ch)), report: report, flags: flags}
+	l.fin = make([]atomic.Bool, len(ch))
 	valid := make([]int, 0, len(ch))
 	var gpuErr error // target CUDA without a usable backend
 	if target == policy.TargetCUDA {
@@ -189,6 +211,9 @@ func (l *chunkLoad) run(path string, valid []int, want uint64) {
 			continue
 		}
 		inside = append(inside, i)
+	}
+	if l.windows {
+		c.fillWindows(f, l.ch, inside) // remote samples: one read per window
 	}
 	units := planChunks(l.ch, inside, c.opts.TaskBytes)
 	var total uint64

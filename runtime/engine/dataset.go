@@ -133,7 +133,7 @@ func (d *Dataset) Read(i uint64, dst []byte, target int) error {
 		return errs.At(errs.InvalidArg, "dataset_read", d.Path, int64(off),
 			"destination holds %d bytes, sample %d has %d", len(dst), i, size)
 	}
-	return d.c.loadVersion(d.Path, []Chunk{{Off: off, Size: size, Dst: dst}}, target, d.version, sampleFlags(d.Path))
+	return d.c.loadSamples(d.Path, []Chunk{{Off: off, Size: size, Dst: dst}}, target, d.version)
 }
 
 // ReadBatch reads samples idx[k] into dsts[k] (each at least that sample's
@@ -156,7 +156,7 @@ func (d *Dataset) ReadBatch(idx []uint64, dsts [][]byte, results []int64, target
 		}
 		ch[k] = Chunk{Off: off, Size: size, Dst: dsts[k]}
 	}
-	err := d.c.loadVersion(d.Path, ch, target, d.version, sampleFlags(d.Path))
+	err := d.c.loadSamples(d.Path, ch, target, d.version)
 	var first error
 	for k := range ch {
 		results[k] = ch[k].Result

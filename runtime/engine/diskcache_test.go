@@ -6,13 +6,16 @@ package engine
 // serving repeats.
 
 import (
+	"archive/tar"
 	"bytes"
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/diskcache"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/stats"
 )
 
 // withDiskEnv makes the engine read the disk cache settings from kv.
@@ -117,5 +120,206 @@ func TestDiskCacheOffAndDisabled(t *testing.T) {
 		if _, ok := s.diskStats(); ok || s.diskErr == nil {
 			t.Fatalf("%v: disk cache open %v, error %v", env, ok, s.diskErr)
 		}
+	}
+}
+
+// A first load below the disk cache fills the disk tier, not the DRAM cache
+// (fillRun): the next read copies the blocks from disk into DRAM, and the
+// one after is a DRAM hit. A prefetch still fills the DRAM cache at once.
+func TestDiskCacheFirstLoadAdmitsFromDisk(t *testing.T) {
+	const n = 9<<20 + 4321 // three 4 MiB disk blocks, the last partial
+	want := pfile(0, n)
+	url, gets := rangeServer(t, want)
+	withDiskEnv(t, map[string]string{diskcache.EnvDir: t.TempDir() + "/disk", diskcache.EnvBytes: "64M"})
+	c := newCtx(t, func(o *config.Options) { o.CacheBytes, o.CacheBlockBytes = 64<<20, 1<<20 })
+	got := make([]byte, n)
+	read := func(what string) {
+		t.Helper()
+		clear(got)
+		c.ResetStats()
+		if err := c.Read(url, 0, n, got, policy.TargetCPU, policy.ReadImmutable); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: bytes differ", what)
+		}
+	}
+	read("first")
+	if s := c.Stats(); s.CacheInsertedBytes != 0 || s.CacheMisses != 0 || s.BufferedBytes != n {
+		t.Fatalf("first load: inserted %d, misses %d, buffered %d; want 0, 0, %d", s.CacheInsertedBytes, s.CacheMisses, s.BufferedBytes, n)
+	}
+	if st := diskStatsOf(t, c); st.MissBlocks != 3 || st.HitBlocks != 0 {
+		t.Fatalf("first load disk stats %+v, want 3 misses", st)
+	}
+	c.src.(*sources).disk.Cache().Flush()
+	g := gets.Load()
+	read("second")
+	if s := c.Stats(); s.CacheInsertedBytes != n || s.CacheMisses != 10 || s.CacheHitBytes != 0 {
+		t.Fatalf("second load: inserted %d, misses %d, hit bytes %d; want %d, 10, 0", s.CacheInsertedBytes, s.CacheMisses, s.CacheHitBytes, n)
+	}
+	if st := diskStatsOf(t, c); st.HitBlocks != 3 || st.HitBytes != n || st.MissBlocks != 3 {
+		t.Fatalf("second load disk stats %+v, want 3 hit blocks, %d bytes", st, n)
+	}
+	read("third")
+	if s := c.Stats(); s.CacheHitBytes != n || s.CacheInsertedBytes != 0 {
+		t.Fatalf("third load: hit bytes %d, inserted %d; want %d, 0", s.CacheHitBytes, s.CacheInsertedBytes, n)
+	}
+	if st := diskStatsOf(t, c); st.HitBlocks != 3 || gets.Load() != g {
+		t.Fatalf("third load read the disk or the server: %+v, %d GETs", st, gets.Load()-g)
+	}
+
+	// A prefetch of another object admits what it fetches.
+	url2, _ := rangeServer(t, want)
+	c.ResetStats()
+	if _, err := c.Prefetch(url2, 0, n, 0); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.CacheInsertedBytes != n {
+		t.Fatalf("prefetch inserted %d bytes, want %d", s.CacheInsertedBytes, n)
+	}
+}
+
+// TestDiskCacheTarWindows: below a disk cache, windows are 8 MiB (the 5
+// MiB part rounded up to whole 4 MiB disk blocks); a tar shard's open
+// fetches its three disk blocks once each (the header reads), so its
+// epoch finds every window in the disk tier (on disk or in the write-behind
+// queue) and reads the samples from there with no DRAM admission, as a
+// second context over the same directory does, with no block GET: as a
+// local shard is read from the page cache.
+func TestDiskCacheTarWindows(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	const members, size = 120, 100 << 10
+	for i := range members {
+		tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%04d.bin", i), Mode: 0o644, Size: size, Typeflag: tar.TypeReg})
+		tw.Write(pfile(i*31, size))
+	}
+	tw.Close()
+	shard := buf.Bytes() // 12,339,200 bytes: disk blocks of 4, 4 and 3.77 MiB
+	url, gets := rangeServer(t, shard)
+	withDiskEnv(t, map[string]string{diskcache.EnvDir: t.TempDir() + "/disk", diskcache.EnvBytes: "64M",
+		"MEMTIER_REMOTE_PART_BYTES": "5M"})
+	opts := func(o *config.Options) { o.CacheBytes, o.CacheBlockBytes = 64<<20, 1<<20 }
+	epoch := func(c *Context, ds *Dataset) int64 {
+		t.Helper()
+		g := gets.Load()
+		c.ResetStats()
+		for lo := 0; lo < members; lo += 16 {
+			n := min(16, members-lo)
+			idx, dsts, res := make([]uint64, n), make([][]byte, n), make([]int64, n)
+			for k := range idx {
+				idx[k], dsts[k] = uint64(lo+k), make([]byte, size)
+			}
+			if err := ds.ReadBatch(idx, dsts, res, policy.TargetCPU); err != nil {
+				t.Fatal(err)
+			}
+			for k := range idx {
+				if res[k] != size || !bytes.Equal(dsts[k], pfile((lo+k)*31, size)) {
+					t.Fatalf("sample %d: result %d, bytes differ", lo+k, res[k])
+				}
+			}
+		}
+		return gets.Load() - g
+	}
+	a := newCtx(t, opts)
+	g0 := gets.Load()
+	ds, err := a.OpenTarDataset(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := a.windowBytes(); w != 8<<20 {
+		t.Fatalf("window %d bytes, want 8 MiB", w)
+	}
+	// The open's header reads fetch the three disk blocks (whole, once
+	// each: a block read again before it is written is served from the
+	// write-behind queue); the epoch's windows find them on disk or queued.
+	if n := gets.Load() - g0; n != 1+3 {
+		t.Fatalf("first open: %d GETs, want 4 (its Open, 3 disk blocks)", n)
+	}
+	if n := epoch(a, ds); n != 8 {
+		t.Fatalf("first epoch: %d GETs, want 8 (the revalidations)", n)
+	}
+	if s := a.Stats(); s.CacheInsertedBytes != 0 || s.BufferedBytes != members*size {
+		t.Fatalf("first epoch inserted %d bytes, buffered %d; want 0, %d (from the disk tier)", s.CacheInsertedBytes, s.BufferedBytes, members*size)
+	}
+	a.src.(*sources).closeDisk()
+
+	b := newCtx(t, opts)
+	g := gets.Load()
+	ds2, err := b.OpenTarDataset(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := gets.Load() - g; n != 1 {
+		t.Fatalf("second context open: %d GETs, want 1 (the headers come from disk)", n)
+	}
+	if n := epoch(b, ds2); n != 8 {
+		t.Fatalf("second context epoch: %d GETs, want 8 (the revalidations)", n)
+	}
+	if s := b.Stats(); s.CacheInsertedBytes != 0 || s.CacheHitBytes != 0 || s.BufferedBytes != members*size {
+		t.Fatalf("second context: inserted %d, hit %d, buffered %d; want 0, 0, %d", s.CacheInsertedBytes, s.CacheHitBytes, s.BufferedBytes, members*size)
+	}
+	if st := diskStatsOf(t, b); st.MissBlocks != 0 || st.HitBytes < members*size {
+		t.Fatalf("second context disk stats %+v: want no miss, at least %d hit bytes", st, members*size)
+	}
+}
+
+// TestDiskCachePackedWindows: a packed dataset over a URL (local index)
+// below a disk cache: the first epoch reads its two 8 MiB windows into the
+// DRAM cache through the disk tier (three disk blocks, one GET each); a
+// second context reads every sample from the disk tier, with no DRAM
+// admission and no block GET.
+func TestDiskCachePackedWindows(t *testing.T) {
+	const records, size, stride = 120, 100 << 10, 100<<10 + 512
+	data := pfile(3, records*stride)
+	url, gets := rangeServer(t, data)
+	var index bytes.Buffer
+	for i := range records {
+		fmt.Fprintf(&index, "%d %d\n", i*stride, size)
+	}
+	indexPath := t.TempDir() + "/d.idx"
+	if err := os.WriteFile(indexPath, index.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withDiskEnv(t, map[string]string{diskcache.EnvDir: t.TempDir() + "/disk", diskcache.EnvBytes: "64M",
+		"MEMTIER_REMOTE_PART_BYTES": "5M"})
+	opts := func(o *config.Options) { o.CacheBytes, o.CacheBlockBytes = 64<<20, 1<<20 }
+	epoch := func(c *Context) (int64, stats.Snapshot) {
+		t.Helper()
+		ds, err := c.OpenDataset(url, indexPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := gets.Load()
+		c.ResetStats()
+		for lo := 0; lo < records; lo += 16 {
+			n := min(16, records-lo)
+			idx, dsts, res := make([]uint64, n), make([][]byte, n), make([]int64, n)
+			for k := range idx {
+				idx[k], dsts[k] = uint64(lo+k), make([]byte, size)
+			}
+			if err := ds.ReadBatch(idx, dsts, res, policy.TargetCPU); err != nil {
+				t.Fatal(err)
+			}
+			for k := range idx {
+				o := (lo + k) * stride
+				if res[k] != size || !bytes.Equal(dsts[k], data[o:o+size]) {
+					t.Fatalf("record %d: result %d, bytes differ", lo+k, res[k])
+				}
+			}
+		}
+		return gets.Load() - g, c.Stats()
+	}
+	a := newCtx(t, opts)
+	if n, s := epoch(a); n != 8+3 || s.CacheInsertedBytes != uint64(len(data)) {
+		t.Fatalf("first epoch: %d GETs, inserted %d; want 11 (8 revalidations, 3 disk blocks), %d", n, s.CacheInsertedBytes, len(data))
+	}
+	a.src.(*sources).closeDisk()
+	b := newCtx(t, opts)
+	if n, s := epoch(b); n != 8 || s.CacheInsertedBytes != 0 || s.BufferedBytes != records*size {
+		t.Fatalf("second context: %d GETs, inserted %d, buffered %d; want 8, 0, %d", n, s.CacheInsertedBytes, s.BufferedBytes, records*size)
+	}
+	if st := diskStatsOf(t, b); st.MissBlocks != 0 {
+		t.Fatalf("second context disk stats %+v: want no miss", st)
 	}
 }

@@ -502,3 +502,70 @@ func TestRemoteAPIs_DatasetSamplesFillTheDRAMCache(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteAPIs_TarSamplesReadInWindows: the samples of a tar shard over
+// a URL are read in windows of the remote part size (windows.go), so an
+// epoch in batches costs one GET per 5 MiB window plus one revalidation per
+// batch (strict freshness), not a GET per sample; the second epoch is all
+// DRAM hits.
+func TestRemoteAPIs_TarSamplesReadInWindows(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	const members, size = 120, 100 << 10
+	for i := range members {
+		tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%04d.bin", i), Mode: 0o644, Size: size, Typeflag: tar.TypeReg})
+		tw.Write(pfile(i*77, size))
+	}
+	tw.Close()
+	shard := buf.Bytes() // 12,339,200 bytes: three 5 MiB windows
+	url, gets := rangeServer(t, shard)
+	old := getenv
+	getenv = func(k string) string {
+		if k == "MEMTIER_REMOTE_PART_BYTES" {
+			return "5M"
+		}
+		return ""
+	}
+	t.Cleanup(func() { getenv = old })
+	c := newCtx(t, func(o *config.Options) { o.CacheBytes, o.CacheBlockBytes = 64<<20, 1<<20 })
+	ds, err := c.OpenTarDataset(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Len() != members {
+		t.Fatalf("%d members, want %d", ds.Len(), members)
+	}
+	const batch = 16
+	epoch := func() int64 {
+		g := gets.Load()
+		c.ResetStats()
+		for lo := 0; lo < members; lo += batch {
+			n := min(batch, members-lo)
+			idx, dsts, res := make([]uint64, n), make([][]byte, n), make([]int64, n)
+			for k := range idx {
+				idx[k], dsts[k] = uint64(lo+k), make([]byte, size)
+			}
+			if err := ds.ReadBatch(idx, dsts, res, policy.TargetCPU); err != nil {
+				t.Fatal(err)
+			}
+			for k := range idx {
+				if res[k] != size || !bytes.Equal(dsts[k], pfile((lo+k)*77, size)) {
+					t.Fatalf("sample %d: result %d, bytes equal %v", lo+k, res[k], bytes.Equal(dsts[k], pfile((lo+k)*77, size)))
+				}
+			}
+		}
+		return gets.Load() - g
+	}
+	if n := epoch(); n != 8+3 {
+		t.Fatalf("first epoch: %d GETs, want 11 (8 revalidations, 3 windows)", n)
+	}
+	if s := c.Stats(); s.CacheInsertedBytes != uint64(len(shard)) {
+		t.Fatalf("first epoch inserted %d bytes, want the shard's %d", s.CacheInsertedBytes, len(shard))
+	}
+	if n := epoch(); n != 8 {
+		t.Fatalf("second epoch: %d GETs, want 8 (the revalidations)", n)
+	}
+	if s := c.Stats(); s.CacheHitBytes != members*size || s.CacheInsertedBytes != 0 {
+		t.Fatalf("second epoch: hit bytes %d, inserted %d; want %d, 0", s.CacheHitBytes, s.CacheInsertedBytes, members*size)
+	}
+}

@@ -157,6 +157,23 @@ func (s *sources) of(o source.Object) source.Source {
 	return s.local
 }
 
+// fetchTiered is fetch that also reports fresh: the bytes of disk-cache
+// blocks under dst that the disk cache tier fetched from the remote source
+// now (0 when the disk served them all, and for objects below no disk
+// cache).
+func (c *Context) fetchTiered(o source.Object, dst []byte, off uint64, path int) (r served, fresh uint64, err error) {
+	if s, ok := c.src.(*sources); ok {
+		if d, ok := s.of(o).(*diskcache.Source); ok {
+			if fresh, err = d.ReadAtTiers(o, dst, off); err != nil {
+				return served{}, 0, err
+			}
+			return served{buffered: uint64(len(dst))}, fresh, nil
+		}
+	}
+	r, err = c.fetch(o, dst, off, path)
+	return r, 0, err
+}
+
 // Open opens a URL remotely and anything else as a local path.
 func (s *sources) Open(name string, trust time.Duration) (source.Object, uint64, error) {
 	if !remote.HasScheme(name) {

@@ -157,24 +157,38 @@ func (c *Context) execSpan(f source.Object, base uint64, path int, s *span, dst 
 // every run cost a run-sized allocation and a second copy: a 512 MiB remote
 // read with admission on ran at about 220 MB/s against 1.2-2.5 GB/s with
 // admission off on the loaded 2-core build machine.)
+//
+// Below a disk cache, a read (not a prefetch) whose run the disk tier
+// fetched from the remote source, in part or whole, is not admitted into
+// DRAM: those blocks are being written to the disk tier, and the next read
+// of the run copies them from there into DRAM. A first load then touches
+// only its destination, as the peers' loads do, instead of the DRAM blocks
+// too: fresh memory cost more than the network on the build machine (a
+// 512 MiB first load with the disk cache on at 145-280 MB/s admitted, at
+// 460-720 MB/s not; BenchmarkRemoteFirstLoad).
 func (c *Context) fillRun(f source.Object, path int, s *span, part []byte, out *served) error {
 	const page = cache.PageSize // Fill hands out whole pages
 	lo := s.off / page * page
 	hi := min(f.Size(), (s.off+s.size+page-1)/page*page)
 	var buf []byte
+	var fresh uint64
+	var err error
 	if part != nil && lo == s.off && hi == s.off+s.size {
 		buf = part[:s.size]
-		if _, err := c.fetch(f, buf, lo, path); err != nil {
+		if _, fresh, err = c.fetchTiered(f, buf, lo, path); err != nil {
 			return err
 		}
 	} else {
 		buf = make([]byte, hi-lo)
-		if _, err := c.fetch(f, buf, lo, path); err != nil {
+		if _, fresh, err = c.fetchTiered(f, buf, lo, path); err != nil {
 			return err
 		}
 		copy(part, buf[s.off-lo:s.off-lo+s.size])
 	}
 	out.buffered += s.size
+	if fresh > 0 && part != nil {
+		return nil // on its way to the disk tier; admitted from there on the next read
+	}
 	bs := c.cache.BlockSize()
 	for blo := lo / bs * bs; blo < hi; blo += bs {
 		blk := c.cache.AcquireQuiet(f.Version(), blo/bs)

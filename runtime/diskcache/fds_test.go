@@ -1,0 +1,89 @@
+package diskcache
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestHitsKeepEntriesOpen: the first hit of an entry opens it, later hits
+// read through the same descriptor; an entry removed by another process
+// stays readable through it (same key, same bytes, checksums checked); an
+// entry this Cache drops leaves the table; Close closes them all.
+func TestHitsKeepEntriesOpen(t *testing.T) {
+	want := pattern(3*testBlock, 41)
+	srv := newObjServer(t, want, `"fd"`)
+	dir := t.TempDir()
+	o := Options{Dir: dir, Synchronous: true}
+	newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
+	s := newStack(t, testOptions(), o)
+	if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
+		t.Fatal("bytes differ")
+	}
+	if n := s.c.fds.held(); n != 3 {
+		t.Fatalf("%d entries open after hitting 3, want 3", n)
+	}
+	k := s.keyOf(t, srv.url())
+	if err := os.Remove(s.c.path(k.fileName(1))); err != nil { // another process evicts it
+		t.Fatal(err)
+	}
+	gets := srv.gets.Load()
+	if got := s.read(t, srv.url(), testBlock, testBlock); !bytes.Equal(got, want[testBlock:2*testBlock]) {
+		t.Fatal("removed entry: bytes differ")
+	}
+	if st := s.c.Stats(); st.HitBlocks != 4 || st.MissBlocks != 0 || srv.gets.Load()-gets != 1 {
+		t.Fatalf("removed entry: %+v, %d GETs; want 4 hits, no miss, 1 GET (the Open)", st, srv.gets.Load()-gets)
+	}
+	if err := flipByte(s.c.path(k.fileName(2)), headerAlign+5); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.read(t, srv.url(), 2*testBlock, 10); !bytes.Equal(got, want[2*testBlock:2*testBlock+10]) {
+		t.Fatal("corrupt entry: bytes differ")
+	}
+	if st := s.c.Stats(); st.CorruptEntries != 1 || st.MissBlocks != 1 {
+		t.Fatalf("corrupt entry: %+v, want 1 corrupt, 1 miss", st)
+	}
+	if n := s.c.fds.held(); n != 2 {
+		t.Fatalf("%d entries open after dropping one, want 2", n)
+	}
+	s.c.Close()
+	if n := s.c.fds.held(); n != 0 {
+		t.Fatalf("%d entries open after Close, want 0", n)
+	}
+}
+
+// TestOpenEntriesBoundedByRlimit: under a soft RLIMIT_NOFILE of 128 the
+// process budget is 32 descriptors (files.Budget) and a Cache keeps
+// 32/fdShare = 8 entries open, however many it hits.
+func TestOpenEntriesBoundedByRlimit(t *testing.T) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	want := pattern(12*testBlock, 43)
+	srv := newObjServer(t, want, `"rl"`)
+	dir := t.TempDir()
+	o := Options{Dir: dir, Synchronous: true}
+	newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
+	s := newStack(t, testOptions(), o)
+	low := rl
+	low.Cur = 128
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	got := s.read(t, srv.url(), 0, uint64(len(want)))
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("bytes differ")
+	}
+	if n := s.c.fds.held(); n != 8 {
+		t.Fatalf("%d entries open, want 8", n)
+	}
+	if st := s.c.Stats(); st.HitBlocks != 12 || st.MissBlocks != 0 {
+		t.Fatalf("stats %+v, want 12 hits", st)
+	}
+}
