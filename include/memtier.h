@@ -1168,10 +1168,12 @@ MEMTIER_API int memtier_dataset_read_batch(memtier_dataset_t* ds, const uint64_t
  *   results[i] out (required when n > 0): sizes[i] when range i was read in
  *              full, else its negative status (below)
  * Ranges whose file bytes follow each other on one descriptor are read with
- * one preadv. EINTR is retried.
- * Returns MEMTIER_OK, or the status of the lowest-index range that failed,
- * whose detail memtier_last_error gives (element, descriptor, offset, size,
- * errno text):
+ * one preadv. EINTR is retried. A failed call returns the status of the
+ * lowest-index range that failed, whose detail memtier_last_error gives
+ * (element, descriptor, offset, size, errno text). Like memtier_readv
+ * (cached, with a context), but for a forked process.
+ * Returns:
+ *   MEMTIER_OK (every range read in full; also for n == 0)
  *   MEMTIER_ERR_INVALID_ARG (a NULL array with n > 0, a NULL dst, a size or
  *                            offset out of range, a bad descriptor: EBADF,
  *                            EINVAL, EFAULT, ESPIPE)
@@ -1181,8 +1183,7 @@ MEMTIER_API int memtier_dataset_read_batch(memtier_dataset_t* ds, const uint64_t
  *   MEMTIER_ERR_IO (any other read error)
  * Thread safety: safe from many threads at once (positional reads; no shared
  * state). Blocks until every range is read or has failed.
- * Since: after 0.3 (the release after 0.3.0).
- * See also: memtier_readv (cached, with a context). */
+ * Since: after 0.3 (the release after 0.3.0). */
 MEMTIER_API int memtier_pread_batch(const int32_t* fds, const uint64_t* offsets,
                                     const uint64_t* sizes, void* const* dsts, size_t n,
                                     int64_t* results);
