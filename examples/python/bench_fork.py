@@ -32,7 +32,7 @@ over shuffled batches of 64 for one warm-up and ``--epochs`` timed epochs,
 no DataLoader, no inter-process transfer of the samples.
 
 ``--rss`` instead records each spawn worker's VmRSS (MiB) after each of
-``--epochs`` epochs with the default context options (FIELD_CASES N07: each
+``--epochs`` epochs with the default context options (field case N07 in tests/field_cases.md: each
 worker's DRAM cache).
 
     python examples/python/bench_fork.py

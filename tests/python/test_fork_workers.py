@@ -1,7 +1,7 @@
 """DataLoader workers of MemTierDataset and TarShardDataset: forked after the
 parent used memtier.safetensors and ds[i] (exact bytes through
 memtier_pread_batch, no warning), dataset stats summed over workers, and each
-worker's share of the cache budget (FIELD_CASES N07). Each scenario runs in a
+worker's share of the cache budget (field case N07, tests/field_cases.md). Each scenario runs in a
 fresh interpreter (tests/python/fork_worker_cases.py)."""
 
 from __future__ import annotations
