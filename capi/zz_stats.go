@@ -73,4 +73,6 @@ func statsToC(s *stats.Snapshot, st *C.memtier_stats_t) {
 	st.disk_cache_evicted_bytes = C.uint64_t(s.DiskCacheEvictedBytes)
 	st.disk_cache_corrupt_entries = C.uint64_t(s.DiskCacheCorruptEntries)
 	st.disk_cache_inline_writes = C.uint64_t(s.DiskCacheInlineWrites)
+	st.disk_cache_queue_waits = C.uint64_t(s.DiskCacheQueueWaits)
+	st.disk_cache_queue_drops = C.uint64_t(s.DiskCacheQueueDrops)
 }

@@ -1310,7 +1310,13 @@ typedef struct memtier_stats {
                                     /* entries found on read: deleted,        */
                                     /* refetched, never served                */
     uint64_t disk_cache_inline_writes; /* blocks a reader wrote itself        */
-                                    /* because the write-behind queue was full*/
+                                    /* (larger than the whole write-behind    */
+                                    /* queue)                                 */
+    uint64_t disk_cache_queue_waits; /* blocks whose reader waited for room   */
+                                    /* in the write-behind queue              */
+                                    /* (back-pressure; since after 0.3)       */
+    uint64_t disk_cache_queue_drops; /* of those, blocks left uncached: no    */
+                                    /* room within the wait (2 s)             */
 } memtier_stats_t;
 
 /* memtier_stats: fills the whole of *st (the layout above, never reading it

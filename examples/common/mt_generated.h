@@ -85,6 +85,8 @@
     C(disk_cache_written_bytes) \
     C(disk_cache_evicted_bytes) \
     C(disk_cache_corrupt_entries) \
-    C(disk_cache_inline_writes)
+    C(disk_cache_inline_writes) \
+    C(disk_cache_queue_waits) \
+    C(disk_cache_queue_drops)
 
 #endif /* MT_GENERATED_H */

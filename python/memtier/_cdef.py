@@ -337,6 +337,8 @@ typedef struct memtier_stats {
     uint64_t disk_cache_evicted_bytes;
     uint64_t disk_cache_corrupt_entries;
     uint64_t disk_cache_inline_writes;
+    uint64_t disk_cache_queue_waits;
+    uint64_t disk_cache_queue_drops;
 } memtier_stats_t;
 
 int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st);

@@ -241,6 +241,8 @@ STATS_FIELDS: Tuple[str, ...] = (
     "disk_cache_evicted_bytes",
     "disk_cache_corrupt_entries",
     "disk_cache_inline_writes",
+    "disk_cache_queue_waits",
+    "disk_cache_queue_drops",
 )
 
 #: memtier_stats_t fields that describe state, not counters (memtier_stats_reset keeps them).

@@ -98,8 +98,12 @@ class Stats:
             the directory within its budget (oldest used first)
         disk_cache_corrupt_entries: torn, truncated or corrupt entries found on
             read: deleted, refetched, never served
-        disk_cache_inline_writes: blocks a reader wrote itself because the
-            write-behind queue was full
+        disk_cache_inline_writes: blocks a reader wrote itself (larger than the
+            whole write-behind queue)
+        disk_cache_queue_waits: blocks whose reader waited for room in the
+            write-behind queue (back-pressure; since after 0.3)
+        disk_cache_queue_drops: of those, blocks left uncached: no room within
+            the wait (2 s)
     """
 
     #: Each field's meaning, from its comment in include/memtier.h, in field order.
@@ -163,7 +167,9 @@ class Stats:
         "disk_cache_written_bytes": "bytes of the entries written to the directory, headers included (4 KiB an entry for URLs under about 4000 bytes)",
         "disk_cache_evicted_bytes": "bytes of entries this context removed to keep the directory within its budget (oldest used first)",
         "disk_cache_corrupt_entries": "torn, truncated or corrupt entries found on read: deleted, refetched, never served",
-        "disk_cache_inline_writes": "blocks a reader wrote itself because the write-behind queue was full",
+        "disk_cache_inline_writes": "blocks a reader wrote itself (larger than the whole write-behind queue)",
+        "disk_cache_queue_waits": "blocks whose reader waited for room in the write-behind queue (back-pressure; since after 0.3)",
+        "disk_cache_queue_drops": "of those, blocks left uncached: no room within the wait (2 s)",
     }
 
     requests: int
@@ -285,7 +291,11 @@ class Stats:
     disk_cache_corrupt_entries: int
     """torn, truncated or corrupt entries found on read: deleted, refetched, never served"""
     disk_cache_inline_writes: int
-    """blocks a reader wrote itself because the write-behind queue was full"""
+    """blocks a reader wrote itself (larger than the whole write-behind queue)"""
+    disk_cache_queue_waits: int
+    """blocks whose reader waited for room in the write-behind queue (back-pressure; since after 0.3)"""
+    disk_cache_queue_drops: int
+    """of those, blocks left uncached: no room within the wait (2 s)"""
 
     def as_dict(self) -> Dict[str, int]:
         """The counters as a plain dict."""

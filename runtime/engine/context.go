@@ -206,6 +206,7 @@ func (c *Context) tierTotals() stats.Tiers {
 		t.DiskCacheMissBlocks, t.DiskCacheMissBytes = d.MissBlocks, d.MissBytes
 		t.DiskCacheWrittenBytes, t.DiskCacheEvictedBytes = d.WrittenBytes, d.EvictedBytes
 		t.DiskCacheCorruptEntries, t.DiskCacheInlineWrites = d.CorruptEntries, d.InlineWrites
+		t.DiskCacheQueueWaits, t.DiskCacheQueueDrops = d.QueueWaits, d.QueueDrops
 	}
 	return t
 }

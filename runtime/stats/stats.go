@@ -108,7 +108,9 @@ type Tiers struct {
 	DiskCacheWrittenBytes   uint64 // bytes of entries written, headers included
 	DiskCacheEvictedBytes   uint64 // bytes of entries removed to keep the budget
 	DiskCacheCorruptEntries uint64 // torn or corrupt entries found on read (deleted, refetched)
-	DiskCacheInlineWrites   uint64 // blocks written by their reader (write-behind queue full)
+	DiskCacheInlineWrites   uint64 // blocks written by their reader (larger than the whole write-behind queue)
+	DiskCacheQueueWaits     uint64 // blocks whose reader waited for room in the write-behind queue
+	DiskCacheQueueDrops     uint64 // of those, blocks left uncached (no room within the wait)
 }
 
 // sub returns t - base field by field, 0 where a total is below its base
@@ -131,6 +133,8 @@ func (t Tiers) sub(base Tiers) Tiers {
 		DiskCacheEvictedBytes:   d(t.DiskCacheEvictedBytes, base.DiskCacheEvictedBytes),
 		DiskCacheCorruptEntries: d(t.DiskCacheCorruptEntries, base.DiskCacheCorruptEntries),
 		DiskCacheInlineWrites:   d(t.DiskCacheInlineWrites, base.DiskCacheInlineWrites),
+		DiskCacheQueueWaits:     d(t.DiskCacheQueueWaits, base.DiskCacheQueueWaits),
+		DiskCacheQueueDrops:     d(t.DiskCacheQueueDrops, base.DiskCacheQueueDrops),
 	}
 }
 

@@ -110,7 +110,8 @@ ABI_CHECK(st_readv_uring_fallback_unavailable,
 ABI_CHECK(st_remote_requests, offsetof(memtier_stats_t, remote_requests) == 48 * 8); /* after 0.3 */
 ABI_CHECK(st_disk_cache_hit_blocks, offsetof(memtier_stats_t, disk_cache_hit_blocks) == 52 * 8);
 ABI_CHECK(st_disk_cache_inline_writes, offsetof(memtier_stats_t, disk_cache_inline_writes) == 59 * 8);
-ABI_CHECK(st_size, sizeof(memtier_stats_t) == 60 * 8);
+ABI_CHECK(st_disk_cache_queue_waits, offsetof(memtier_stats_t, disk_cache_queue_waits) == 60 * 8);
+ABI_CHECK(st_size, sizeof(memtier_stats_t) == 62 * 8);
 
 int main(void) {
     const char* v = memtier_version();
