@@ -52,12 +52,14 @@ _keep: List[Any] = []
 _finder: Optional["_Finder"] = None
 
 
-def _route() -> Tuple[bool, Optional[Context]]:
-    """(patch on?, the context of the most recently started active patch)."""
+def _route() -> Tuple[bool, Optional[Context], bool]:
+    """(patch on?, the context and the views mode of the most recently started
+    active patch)."""
     try:
-        return True, _active[-1].ctx
+        p = _active[-1]
     except IndexError:
-        return False, None
+        return False, None, False
+    return True, p.ctx, p.views
 
 
 def _make_standin(module: str, attr: str, original: Any) -> Any:
@@ -95,17 +97,53 @@ def _patch_target_module(mod: Any) -> None:
         _set(mod, attr, cur, _standin_for(m, attr, cur))
 
 
-def _module_dicts(skip_safetensors: bool) -> List[Tuple[Any, Dict[str, Any]]]:
-    out = []
+# The binding sites found so far: module name -> (id of the module object
+# scanned, attributes that held an original or a stand-in then). A module is
+# scanned once, when a patch starts or stops after it appeared in
+# sys.modules (or was replaced there); later installs and restores visit only
+# its recorded sites. Scanning every module's names costs about 20 ms with
+# transformers loaded, most of a warm from_pretrained's load time, so it is
+# done once per module and not on every start and stop.
+_sites: Dict[str, Tuple[int, Tuple[str, ...]]] = {}
+
+
+def _skip(name: str, skip_safetensors: bool) -> bool:
+    if name == "memtier" or name.startswith("memtier."):
+        return True
+    # safetensors' own modules keep their internal names: a fallback runs the reference as is
+    return skip_safetensors and (name == "safetensors" or name.startswith("safetensors."))
+
+
+def _scan_new(watch: Dict[int, Any]) -> None:
+    """Record the sites of the modules not scanned yet (lock held): the names
+    whose value's id is in ``watch`` (originals and stand-ins)."""
     for name, mod in list(sys.modules.items()):
-        if name == "memtier" or name.startswith("memtier."):
+        if mod is None or _skip(name, False):
             continue
-        if skip_safetensors and (name == "safetensors" or name.startswith("safetensors.")):
-            continue  # their own names stay the originals: a fallback runs the reference as is
-        d = getattr(mod, "__dict__", None) if mod is not None else None
-        if isinstance(d, dict):
-            out.append((mod, d))
+        seen = _sites.get(name)
+        if seen is not None and seen[0] == id(mod):
+            continue
+        d = getattr(mod, "__dict__", None)
+        attrs: Tuple[str, ...] = ()
+        if isinstance(d, dict) and not watch.keys().isdisjoint(map(id, d.values())):
+            attrs = tuple(k for k, v in list(d.items()) if id(v) in watch)
+        _sites[name] = (id(mod), attrs)
+
+
+def _site_modules(skip_safetensors: bool) -> List[Tuple[Any, str]]:
+    """(module, attribute) of every recorded site still in sys.modules as scanned."""
+    out = []
+    for name, (mid, attrs) in _sites.items():
+        if not attrs or _skip(name, skip_safetensors):
+            continue
+        mod = sys.modules.get(name)
+        if mod is not None and id(mod) == mid:
+            out.extend((mod, a) for a in attrs)
     return out
+
+
+def _watched() -> Dict[int, Any]:
+    return {**_originals, **_standins}
 
 
 def _install() -> None:
@@ -116,11 +154,12 @@ def _install() -> None:
         if mod is not None:
             _patch_target_module(mod)
     if _originals:  # nothing to look for before safetensors is imported
-        for mod, d in _module_dicts(skip_safetensors=True):
-            for attr, v in list(d.items()):
-                s = _originals.get(id(v))
-                if s is not None:
-                    _set(mod, attr, v, s)
+        _scan_new(_watched())
+        for mod, attr in _site_modules(skip_safetensors=True):
+            v = mod.__dict__.get(attr)
+            s = _originals.get(id(v))
+            if s is not None:
+                _set(mod, attr, v, s)
     _finder = _Finder()
     sys.meta_path.insert(0, _finder)
 
@@ -128,8 +167,8 @@ def _install() -> None:
 def _restore() -> None:
     """Put the originals back (lock held): where this install put a stand-in
     and it is still there, and wherever else a stand-in is found (a module
-    imported while the patch was on). A name someone else rebound since is
-    left as it is."""
+    imported while the patch was on; a module scanned before only at the
+    sites recorded then). A name someone else rebound since is left as it is."""
     global _finder
     if _finder is not None:
         try:
@@ -141,11 +180,13 @@ def _restore() -> None:
         if mod.__dict__.get(attr) is standin:
             setattr(mod, attr, original)
     _installed.clear()
-    for mod, d in _module_dicts(skip_safetensors=False):
-        for attr, v in list(d.items()):
-            original = _standins.get(id(v))
-            if original is not None:
-                setattr(mod, attr, original)
+    if not _standins:
+        return
+    _scan_new(_watched())
+    for mod, attr in _site_modules(skip_safetensors=False):
+        original = _standins.get(id(mod.__dict__.get(attr)))
+        if original is not None:
+            setattr(mod, attr, original)
 
 
 class _Loader(importlib.abc.Loader):
@@ -195,13 +236,18 @@ class SafetensorsPatch:
     ctx : Context or None
         The context the routed calls use (None: the default context) while
         this is the most recently started active patch.
+    views : bool
+        The mode of :func:`patch_safetensors` (``views=``).
     """
 
-    def __init__(self, ctx: Optional[Context] = None) -> None:
+    def __init__(self, ctx: Optional[Context] = None, views: bool = False) -> None:
         if ctx is not None and not isinstance(ctx, Context):
             raise TypeError(f"memtier.patch_safetensors: ctx must be a memtier.Context or None, "
                             f"got {type(ctx).__name__}")
+        if not isinstance(views, bool):
+            raise TypeError(f"memtier.patch_safetensors: views must be True or False, got {views!r}")
         self.ctx = ctx
+        self.views = views
         self._on = False
 
     @property
@@ -241,10 +287,11 @@ class SafetensorsPatch:
         self.stop()
 
     def __repr__(self) -> str:
-        return f"<memtier.SafetensorsPatch {'on' if self._on else 'off'}>"
+        mode = ", views" if self.views else ""
+        return f"<memtier.SafetensorsPatch {'on' if self._on else 'off'}{mode}>"
 
 
-def patch_safetensors(ctx: Optional[Context] = None) -> SafetensorsPatch:
+def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False) -> SafetensorsPatch:
     """Route safetensors' reading functions through MemTier, with no change to the caller's code.
 
     ``safetensors.safe_open``, ``safetensors.torch.load_file``,
@@ -270,7 +317,21 @@ def patch_safetensors(ctx: Optional[Context] = None) -> SafetensorsPatch:
     ctx : Context, optional
         The context that serves the routed calls (its stats count their
         bytes). Default: the process's default context. With several active
-        patches the most recently started one's context is used.
+        patches the most recently started one's context (and mode) is used.
+    views : bool, keyword-only
+        False (default): MemTier reads every served call into tensors that
+        own their memory (a file rewritten later cannot change them).
+        True: ``safe_open`` and ``load_file`` of a local file on the CPU are
+        left to safetensors' own mmap, so their tensors are views of the page
+        cache as without the patch (the reference's contract: a file
+        rewritten in place changes them); MemTier first asks the kernel to
+        read ahead the payload of a file not in the page cache, and counts
+        the bytes in :func:`memtier.integrations.view_bytes` (not in
+        :meth:`memtier.Context.stats`: MemTier's engine does not read them).
+        URLs, CUDA devices and ``load_model`` are MemTier's in both modes.
+        Why it exists: on a warm page cache, views cost no copy, and every
+        loader that returns owned tensors fills fresh pages; see
+        ``examples/python/bench_from_pretrained.py``.
 
     Returns
     -------
@@ -282,21 +343,23 @@ def patch_safetensors(ctx: Optional[Context] = None) -> SafetensorsPatch:
     ImportError
         safetensors is not installed (nothing to route).
     TypeError
-        ``ctx`` is not a :class:`memtier.Context`.
+        ``ctx`` is not a :class:`memtier.Context`, or ``views`` not a bool.
 
     Notes
     -----
-    Thread-safe. Turning it on or off scans the loaded modules once (tens of
-    milliseconds with transformers loaded); the calls routed cost one check
-    of their arguments. Results follow :mod:`memtier.safetensors` (each
-    tensor owns its memory; its documented differences apply).
+    Thread-safe. The first start scans the names of every loaded module once
+    (about 20 ms with transformers loaded); later starts and stops scan only
+    the modules that appeared since and revisit the sites found. The calls
+    routed cost one check of their arguments. Results follow
+    :mod:`memtier.safetensors` (each tensor owns its memory; its documented
+    differences apply), except what ``views=True`` leaves to safetensors.
     """
     import importlib.util
 
     if "safetensors" not in sys.modules and importlib.util.find_spec("safetensors") is None:
         raise ImportError("memtier.patch_safetensors: safetensors is not installed, so there is "
                           "nothing to route (pip install safetensors)")
-    return SafetensorsPatch(ctx)._start()
+    return SafetensorsPatch(ctx, views)._start()
 
 
 def unpatch_safetensors() -> int:
@@ -323,7 +386,8 @@ def apply_env() -> Optional[SafetensorsPatch]:
     by ``import memtier``); returns that activation, or None.
 
     "1", "true", "yes", "on": on for the life of the process (or until
-    :func:`unpatch_safetensors`), with the default context. Unset, "", "0",
+    :func:`unpatch_safetensors`), with the default context; "views": the
+    same with ``views=True``. Unset, "", "0",
     "false", "no", "off": nothing. Another value: a warning naming it, and
     nothing. Importing nothing itself: safetensors, torch and numpy are
     patched when they are imported, so ``import memtier`` stays light. Does
@@ -334,15 +398,15 @@ def apply_env() -> Optional[SafetensorsPatch]:
     v = raw.strip().lower()
     if v in ("", "0", "false", "no", "off"):
         return None
-    if v not in ("1", "true", "yes", "on"):
-        warnings.warn(f"{ENV_PATCH}={raw!r} is not understood (use 1 or 0); the safetensors "
+    if v not in ("1", "true", "yes", "on", "views"):
+        warnings.warn(f"{ENV_PATCH}={raw!r} is not understood (use 1, views or 0); the safetensors "
                       f"patch stays off", RuntimeWarning, stacklevel=2)
         return None
     with _lock:
         if _env_patch is not None and _env_patch.active:
             return _env_patch
         try:
-            _env_patch = patch_safetensors()
+            _env_patch = patch_safetensors(views=v == "views")
         except ImportError:
             return None
         return _env_patch
