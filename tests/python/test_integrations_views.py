@@ -170,31 +170,43 @@ def test_env_switch_views(run_py, tmp_path):
     assert r.stdout.strip() == "True True"
 
 
-def test_module_index_scans_each_module_once(torch, tmp_path):
-    """A module loaded before the first start is found by the scan and its
-    site revisited by later starts; one that appears (or is replaced in
-    sys.modules) later is scanned when the next start or stop sees it."""
+def test_scan_names_and_scan_all(torch, tmp_path):
+    """scan="names" (the default) patches the names of NAMES only; scan="all"
+    finds any alias, scans a module once and revisits its site on later
+    starts; a module that appears (or is replaced in sys.modules) later is
+    scanned when the next start or stop sees it."""
     import safetensors
     from memtier.integrations import _patch
 
     original = safetensors.safe_open
     user = types.ModuleType("memtier_test_index_user")
-    user.opener = original
+    user.opener = original  # an alias outside NAMES
+    user.safe_load_file = original  # a name of NAMES
     sys.modules[user.__name__] = user
     try:
         with patch_safetensors():
+            assert user.opener is original
+            assert getattr(user.safe_load_file, "__memtier_original__", None) is original
+        assert user.safe_load_file is original
+        with patch_safetensors(scan="all"):
             assert getattr(user.opener, "__memtier_original__", None) is original
-        assert user.opener is original
-        assert _patch._sites[user.__name__] == (id(user), ("opener",))
-        with patch_safetensors():  # the recorded site, not a new scan
+        assert user.opener is original and user.safe_load_file is original
+        assert _patch._sites[user.__name__] == (id(user), ("opener", "safe_load_file"))
+        with patch_safetensors(scan="all"):  # the recorded sites, not a new scan
             assert getattr(user.opener, "__memtier_original__", None) is original
         assert user.opener is original
         again = types.ModuleType(user.__name__)  # replaced in sys.modules: scanned again
         again.other_name = original
         sys.modules[user.__name__] = again
-        with patch_safetensors():
+        with patch_safetensors(scan="all"):
             assert getattr(again.other_name, "__memtier_original__", None) is original
         assert again.other_name is original
         assert _patch._sites[user.__name__] == (id(again), ("other_name",))
     finally:
         sys.modules.pop(user.__name__, None)
+
+
+def test_scan_bad_argument():
+    with pytest.raises(ValueError, match=r"^memtier.patch_safetensors: scan must be 'names' or "
+                                         r"'all', got 'some'$"):
+        patch_safetensors(scan="some")

@@ -3,10 +3,11 @@ functions are, and putting the originals back.
 
 The names replaced: ``safetensors.safe_open``, ``safetensors.torch.load_file``,
 ``safetensors.torch.load_model`` and ``safetensors.numpy.load_file``, plus
-every module-level name in any other loaded module that holds one of those
+the module-level names in any other loaded module that hold one of those
 objects (``from safetensors import safe_open`` in
 ``transformers.modeling_utils``, ``from safetensors.torch import load_file as
-safe_load_file`` elsewhere). A safetensors module imported while the patch
+safe_load_file`` elsewhere): the names in :data:`NAMES` (``scan="names"``,
+the default), or every name (``scan="all"``). A safetensors module imported while the patch
 is on is patched as soon as its code has run (an import hook on
 ``sys.meta_path``), and a module imported while it is on binds the stand-ins
 itself; taking the patch off puts the original back wherever a stand-in is
@@ -97,14 +98,23 @@ def _patch_target_module(mod: Any) -> None:
         _set(mod, attr, cur, _standin_for(m, attr, cur))
 
 
-# The binding sites found so far: module name -> (id of the module object
-# scanned, attributes that held an original or a stand-in then). A module is
-# scanned once, when a patch starts or stops after it appeared in
-# sys.modules (or was replaced there); later installs and restores visit only
-# its recorded sites. Scanning every module's names costs about 20 ms with
-# transformers loaded, most of a warm from_pretrained's load time, so it is
-# done once per module and not on every start and stop.
+#: The names looked up in every loaded module by the default scan
+#: (``scan="names"``): the functions' own names and the aliases libraries bind
+#: them to (transformers: ``safe_load_file``). Another alias is found only by
+#: ``scan="all"``.
+NAMES = ("safe_open", "load_file", "load_model", "safe_load_file", "safe_load_model",
+         "safetensors_load_file", "st_load_file", "load_safetensors")
+
+# scan="all": the binding sites found so far: module name -> (id of the
+# module object scanned, attributes that held an original or a stand-in
+# then). A module is scanned once, when a patch starts or stops after it
+# appeared in sys.modules (or was replaced there); later installs and
+# restores visit only its recorded sites. Scanning every value of every
+# module costs about 20 ms of CPU with transformers loaded (more than a warm
+# from_pretrained's load), which is why it is not the default and is done
+# once per module.
 _sites: Dict[str, Tuple[int, Tuple[str, ...]]] = {}
+_full_scan = False  # the install in effect used scan="all"
 
 
 def _skip(name: str, skip_safetensors: bool) -> bool:
@@ -146,16 +156,42 @@ def _watched() -> Dict[int, Any]:
     return {**_originals, **_standins}
 
 
-def _install() -> None:
-    """Patch everything loaded now and hook later imports (lock held)."""
-    global _finder
+def _named_sites(watch: Dict[int, Any], skip_safetensors: bool) -> List[Tuple[Any, str]]:
+    """(module, name) for each of NAMES that holds an object of ``watch`` in a
+    loaded module: a few dict lookups per module (about 1 ms for 2,600)."""
+    out = []
+    for name, mod in list(sys.modules.items()):
+        if mod is None or _skip(name, skip_safetensors):
+            continue
+        d = getattr(mod, "__dict__", None)
+        if not isinstance(d, dict):
+            continue
+        for attr in NAMES:
+            v = d.get(attr)
+            if v is not None and id(v) in watch:
+                out.append((mod, attr))
+    return out
+
+
+def _sites_now(full: bool, skip_safetensors: bool) -> List[Tuple[Any, str]]:
+    watch = _watched()
+    if not full:
+        return _named_sites(watch, skip_safetensors)
+    _scan_new(watch)
+    return _site_modules(skip_safetensors)
+
+
+def _install(full: bool) -> None:
+    """Patch everything loaded now and hook later imports (lock held);
+    ``full``: scan="all"."""
+    global _finder, _full_scan
+    _full_scan = full
     for m in _TARGET_MODULES:
         mod = sys.modules.get(m)
         if mod is not None:
             _patch_target_module(mod)
     if _originals:  # nothing to look for before safetensors is imported
-        _scan_new(_watched())
-        for mod, attr in _site_modules(skip_safetensors=True):
+        for mod, attr in _sites_now(full, skip_safetensors=True):
             v = mod.__dict__.get(attr)
             s = _originals.get(id(v))
             if s is not None:
@@ -182,8 +218,7 @@ def _restore() -> None:
     _installed.clear()
     if not _standins:
         return
-    _scan_new(_watched())
-    for mod, attr in _site_modules(skip_safetensors=False):
+    for mod, attr in _sites_now(_full_scan, skip_safetensors=False):
         original = _standins.get(id(mod.__dict__.get(attr)))
         if original is not None:
             setattr(mod, attr, original)
@@ -238,16 +273,21 @@ class SafetensorsPatch:
         this is the most recently started active patch.
     views : bool
         The mode of :func:`patch_safetensors` (``views=``).
+    scan : str
+        ``"names"`` or ``"all"`` (:func:`patch_safetensors`).
     """
 
-    def __init__(self, ctx: Optional[Context] = None, views: bool = False) -> None:
+    def __init__(self, ctx: Optional[Context] = None, views: bool = False, scan: str = "names") -> None:
         if ctx is not None and not isinstance(ctx, Context):
             raise TypeError(f"memtier.patch_safetensors: ctx must be a memtier.Context or None, "
                             f"got {type(ctx).__name__}")
         if not isinstance(views, bool):
             raise TypeError(f"memtier.patch_safetensors: views must be True or False, got {views!r}")
+        if scan not in ("names", "all"):
+            raise ValueError(f"memtier.patch_safetensors: scan must be 'names' or 'all', got {scan!r}")
         self.ctx = ctx
         self.views = views
+        self.scan = scan
         self._on = False
 
     @property
@@ -259,7 +299,7 @@ class SafetensorsPatch:
         with _lock:
             if not _active:
                 try:
-                    _install()
+                    _install(self.scan == "all")
                 except BaseException:
                     _restore()
                     raise
@@ -291,12 +331,13 @@ class SafetensorsPatch:
         return f"<memtier.SafetensorsPatch {'on' if self._on else 'off'}{mode}>"
 
 
-def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False) -> SafetensorsPatch:
+def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False,
+                      scan: str = "names") -> SafetensorsPatch:
     """Route safetensors' reading functions through MemTier, with no change to the caller's code.
 
     ``safetensors.safe_open``, ``safetensors.torch.load_file``,
     ``safetensors.torch.load_model`` and ``safetensors.numpy.load_file`` (and
-    every other module's name bound to one of them, such as
+    the names other modules bound to them (see ``scan``), such as
     ``transformers.modeling_utils.safe_open``) are replaced by stand-ins that
     call :mod:`memtier.safetensors` for the arguments MemTier serves with the
     reference's meaning, and the original function for the rest (a file-like
@@ -332,6 +373,13 @@ def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False) -> 
         Why it exists: on a warm page cache, views cost no copy, and every
         loader that returns owned tensors fills fresh pages; see
         ``examples/python/bench_from_pretrained.py``.
+    scan : {"names", "all"}, keyword-only
+        Where other modules' bindings are looked for when the patch starts
+        (by the first activation; the last one's stop looks again).
+        "names" (default): the names in :data:`NAMES` of every loaded module
+        (about 1 ms with transformers loaded). "all": every module-level
+        name of every loaded module, whatever its alias (about 20 ms of CPU
+        the first time, then only the modules loaded since).
 
     Returns
     -------
@@ -344,12 +392,12 @@ def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False) -> 
         safetensors is not installed (nothing to route).
     TypeError
         ``ctx`` is not a :class:`memtier.Context`, or ``views`` not a bool.
+    ValueError
+        ``scan`` is not "names" or "all".
 
     Notes
     -----
-    Thread-safe. The first start scans the names of every loaded module once
-    (about 20 ms with transformers loaded); later starts and stops scan only
-    the modules that appeared since and revisit the sites found. The calls
+    Thread-safe. Starting and stopping cost the ``scan`` above. The calls
     routed cost one check of their arguments. Results follow
     :mod:`memtier.safetensors` (each tensor owns its memory; its documented
     differences apply), except what ``views=True`` leaves to safetensors.
@@ -359,7 +407,7 @@ def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False) -> 
     if "safetensors" not in sys.modules and importlib.util.find_spec("safetensors") is None:
         raise ImportError("memtier.patch_safetensors: safetensors is not installed, so there is "
                           "nothing to route (pip install safetensors)")
-    return SafetensorsPatch(ctx, views)._start()
+    return SafetensorsPatch(ctx, views, scan)._start()
 
 
 def unpatch_safetensors() -> int:
