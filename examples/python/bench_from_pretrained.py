@@ -16,7 +16,7 @@ class and MemTier's library loaded before the clock starts):
 * ``reference``: transformers as installed (safetensors' mmap safe_open);
 * ``memtier``: the same call inside ``memtier.integrations.patch_safetensors()``;
 * ``memtier_views``: inside ``patch_safetensors(views=True)`` (local files
-  left to safetensors' mmap, read ahead first when not in the page cache).
+  left to safetensors' mmap; MemTier counts their bytes).
 
 The patched runs also time their pieces: starting the patch, the load, and
 stopping it.
@@ -228,7 +228,7 @@ def main() -> int:
             {"key": f"from_pretrained_views_{a.dtype}_{cache}", "available": True, "unit": "s",
              "memtier": best["memtier_views"], "base": best["reference"],
              "ratio": best["reference"] / best["memtier_views"],
-             "note": where + "; patch_safetensors(views=True): safetensors' mmap views, read ahead"},
+             "note": where + "; patch_safetensors(views=True): safetensors' mmap views"},
             {"key": f"from_pretrained_views_ready_{a.dtype}_{cache}", "available": True, "unit": "s",
              "memtier": ready["memtier_views"], "base": ready["reference"],
              "ratio": ready["reference"] / ready["memtier_views"],

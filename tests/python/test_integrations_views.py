@@ -138,25 +138,21 @@ def test_views_bad_argument():
         patch_safetensors(views=1)
 
 
-def test_resident_and_prepare(tmp_path):
+def test_prepare_counts_payload_bytes(tmp_path):
     path = tmp_path / "x.safetensors"
     header = b'{"t":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}}'
     path.write_bytes(struct.pack("<Q", len(header)) + header + b"abc")
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        assert _views._resident(fd, 8 + len(header), 3) is True  # just written: in the page cache
-        assert _views._resident(fd, 0, 0) is True
-    finally:
-        os.close(fd)
     assert _views.prepare("f", str(path)) is True and view_bytes() == {"f": 3}
+    assert _views.prepare("f", os.fsencode(path)) is True and view_bytes() == {"f": 6}
     assert _views.prepare("f", str(tmp_path / "nope")) is False
     assert _views.prepare("f", "s3://bucket/key.safetensors") is False
+    assert _views.prepare("f", str(tmp_path)) is False  # a directory
     (tmp_path / "tiny").write_bytes(b"\x00" * 4)
     assert _views.prepare("f", str(tmp_path / "tiny")) is False
     (tmp_path / "neg").write_bytes(struct.pack("<Q", 99))
     assert _views.prepare("f", str(tmp_path / "neg")) is False
     assert _views.prepare("f", 12.5) is False
-    assert view_bytes() == {"f": 3}
+    assert view_bytes() == {"f": 6}
 
 
 def test_env_switch_views(run_py, tmp_path):

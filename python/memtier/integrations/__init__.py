@@ -8,7 +8,7 @@
   through :mod:`memtier.safetensors`; calls MemTier cannot serve with the
   reference's meaning go to the original (:func:`counts` says which, and why).
   ``patch_safetensors(views=True)`` leaves local files to safetensors' own
-  mmap views, after a read-ahead, and counts them (:func:`view_bytes`).
+  mmap views and counts them (:func:`view_bytes`).
   ``MEMTIER_PATCH_SAFETENSORS=1`` turns it on at ``import memtier``
   (:func:`apply_env`).
 * :class:`memtier.integrations.dcp.MemTierFileSystemReader`: a torch

@@ -365,9 +365,8 @@ def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False,
         True: ``safe_open`` and ``load_file`` of a local file on the CPU are
         left to safetensors' own mmap, so their tensors are views of the page
         cache as without the patch (the reference's contract: a file
-        rewritten in place changes them); MemTier first asks the kernel to
-        read ahead the payload of a file not in the page cache, and counts
-        the bytes in :func:`memtier.integrations.view_bytes` (not in
+        rewritten in place changes them); MemTier counts their bytes in
+        :func:`memtier.integrations.view_bytes` (not in
         :meth:`memtier.Context.stats`: MemTier's engine does not read them).
         URLs, CUDA devices and ``load_model`` are MemTier's in both modes.
         Why it exists: on a warm page cache, views cost no copy, and every

@@ -1,19 +1,20 @@
 """The ``views=True`` mode of :func:`memtier.integrations.patch_safetensors`:
 local files are left to safetensors' own mmap (its tensors are views of the
-page cache), after MemTier has asked the kernel to read ahead whatever of the
-payload is not in the page cache yet.
+page cache), and their bytes are counted (:func:`view_bytes`).
 
 Why: ``from_pretrained`` binds every tensor it gets from ``safe_open`` as a
 parameter. On a warm page cache the reference's views cost no copy at all,
 while any loader that returns tensors owning their memory fills fresh pages
 (about 1.9 GB/s on the 2-core build VM, see
-``examples/python/bench_from_pretrained.py``), so no copying loader can win
-there. What is added here: the bytes are counted (:func:`view_bytes`), and a
-file not wholly in the page cache gets one ``POSIX_FADV_WILLNEED`` over its
-payload, so its pages are read ahead in large requests instead of page fault
-by page fault. The views are the reference's, with the reference's contract:
-they read the file's pages, so a file rewritten in place changes them (use
-the default ``views=False`` for tensors that own their memory).
+``examples/python/bench_load_model.py``'s fresh-pages row), so no copying
+loader can win there; on a cold one, MemTier's copy lost too (0.68x the
+reference, ``examples/python/bench_from_pretrained.py --cold``). A
+``POSIX_FADV_WILLNEED`` read-ahead of a cold file before the reference maps
+it, tried here, changed nothing measurable (0.95-0.98x either way), so
+nothing is added to the reference's reads: MemTier only counts. The views are
+the reference's, with the reference's contract: they read the file's pages,
+so a file rewritten in place changes them (the default ``views=False`` gives
+tensors that own their memory).
 """
 
 from __future__ import annotations
@@ -28,9 +29,6 @@ from .._context import _is_url
 _lock = threading.Lock()
 _bytes: "Counter[str]" = Counter()
 
-#: Pages sampled (one byte each, RWF_NOWAIT) to decide whether a file is in the page cache.
-SAMPLES = 16
-
 
 def view_bytes() -> Dict[str, int]:
     """Tensor payload bytes of the files handed to safetensors' mmap by the
@@ -43,34 +41,17 @@ def view_bytes() -> Dict[str, int]:
 
 
 def reset() -> None:
+    """Zero :func:`view_bytes`. Thread-safe."""
     with _lock:
         _bytes.clear()
 
 
-def _resident(fd: int, start: int, n: int) -> bool:
-    """True when SAMPLES pages spread over [start, start+n) are all in the page
-    cache (a one-byte RWF_NOWAIT read of each succeeds); False on any miss or
-    when the kernel cannot tell (no RWF_NOWAIT)."""
-    flag = getattr(os, "RWF_NOWAIT", None)
-    if flag is None or n <= 0:
-        return n <= 0
-    buf = bytearray(1)
-    step = max(1, n // SAMPLES)
-    try:
-        for off in range(start, start + n, step):
-            if os.preadv(fd, [buf], off, flag) != 1:
-                return False
-        return os.preadv(fd, [buf], start + n - 1, flag) == 1
-    except (BlockingIOError, OSError):
-        return False
-
-
 def prepare(fn: str, filename: Any) -> bool:
     """Before ``fn`` (a safetensors function) maps ``filename`` itself: for a
-    local safetensors file, count its payload bytes and read ahead the
-    payload when it is not in the page cache. False (nothing done) for a URL
-    or anything that is not a readable file with a safetensors length prefix;
-    the original then reports its own error. Never raises for bad input."""
+    local safetensors file, count its payload bytes (file size minus the
+    length prefix and header). False (nothing counted) for a URL or anything
+    that is not a readable file with a plausible length prefix; MemTier then
+    serves the call (and reports its own error). Never raises for bad input."""
     try:
         p = os.fsdecode(os.fspath(filename))
     except TypeError:
@@ -90,8 +71,6 @@ def prepare(fn: str, filename: Any) -> bool:
         n = size - start
         if n < 0:
             return False
-        if not _resident(fd, start, n):
-            os.posix_fadvise(fd, start, n, os.POSIX_FADV_WILLNEED)
     except OSError:
         return False
     finally:
