@@ -184,10 +184,17 @@ def test_scan_names_and_scan_all(torch, tmp_path):
             assert user.opener is original
             assert getattr(user.safe_load_file, "__memtier_original__", None) is original
         assert user.safe_load_file is original
+        assert _patch._sites[user.__name__] == (id(user), False, ("safe_load_file",))
+        user.load_file = original  # bound after the scan, at a name it did not have: not found
+        with patch_safetensors():
+            assert getattr(user.safe_load_file, "__memtier_original__", None) is original
+            assert user.load_file is original
+        assert user.safe_load_file is original
+        del user.load_file
         with patch_safetensors(scan="all"):
             assert getattr(user.opener, "__memtier_original__", None) is original
         assert user.opener is original and user.safe_load_file is original
-        assert _patch._sites[user.__name__] == (id(user), ("opener", "safe_load_file"))
+        assert _patch._sites[user.__name__] == (id(user), True, ("opener", "safe_load_file"))
         with patch_safetensors(scan="all"):  # the recorded sites, not a new scan
             assert getattr(user.opener, "__memtier_original__", None) is original
         assert user.opener is original
@@ -197,7 +204,7 @@ def test_scan_names_and_scan_all(torch, tmp_path):
         with patch_safetensors(scan="all"):
             assert getattr(again.other_name, "__memtier_original__", None) is original
         assert again.other_name is original
-        assert _patch._sites[user.__name__] == (id(again), ("other_name",))
+        assert _patch._sites[user.__name__] == (id(again), True, ("other_name",))
     finally:
         sys.modules.pop(user.__name__, None)
 

@@ -105,15 +105,15 @@ def _patch_target_module(mod: Any) -> None:
 NAMES = ("safe_open", "load_file", "load_model", "safe_load_file", "safe_load_model",
          "safetensors_load_file", "st_load_file", "load_safetensors")
 
-# scan="all": the binding sites found so far: module name -> (id of the
-# module object scanned, attributes that held an original or a stand-in
-# then). A module is scanned once, when a patch starts or stops after it
-# appeared in sys.modules (or was replaced there); later installs and
-# restores visit only its recorded sites. Scanning every value of every
-# module costs about 20 ms of CPU with transformers loaded (more than a warm
-# from_pretrained's load), which is why it is not the default and is done
-# once per module.
-_sites: Dict[str, Tuple[int, Tuple[str, ...]]] = {}
+# The binding sites found so far: module name -> (id of the module object
+# scanned, scanned with scan="all"?, attributes recorded then). A module is
+# scanned once, when a patch starts or stops after it appeared in sys.modules
+# (or was replaced there; again by the first scan="all" after a "names"
+# scan); later installs and restores visit only its recorded sites. With
+# transformers loaded (2,600 modules), looking up NAMES everywhere costs
+# about 5 ms of CPU, every value of every module about 17 ms, a visit of the
+# recorded sites under 1 ms.
+_sites: Dict[str, Tuple[int, bool, Tuple[str, ...]]] = {}
 _full_scan = False  # the install in effect used scan="all"
 
 
@@ -124,26 +124,33 @@ def _skip(name: str, skip_safetensors: bool) -> bool:
     return skip_safetensors and (name == "safetensors" or name.startswith("safetensors."))
 
 
-def _scan_new(watch: Dict[int, Any]) -> None:
-    """Record the sites of the modules not scanned yet (lock held): the names
-    whose value's id is in ``watch`` (originals and stand-ins)."""
+def _scan_new(watch: Dict[int, Any], full: bool) -> None:
+    """Record the sites of the modules not scanned yet (lock held). "names":
+    the names of NAMES the module has (whatever they hold now; a visit checks
+    the value). ``full``: every name whose value's id is in ``watch``
+    (originals and stand-ins)."""
     for name, mod in list(sys.modules.items()):
         if mod is None or _skip(name, False):
             continue
         seen = _sites.get(name)
-        if seen is not None and seen[0] == id(mod):
+        if seen is not None and seen[0] == id(mod) and (seen[1] or not full):
             continue
         d = getattr(mod, "__dict__", None)
         attrs: Tuple[str, ...] = ()
-        if isinstance(d, dict) and not watch.keys().isdisjoint(map(id, d.values())):
-            attrs = tuple(k for k, v in list(d.items()) if id(v) in watch)
-        _sites[name] = (id(mod), attrs)
+        if not isinstance(d, dict):
+            pass
+        elif full:
+            if not watch.keys().isdisjoint(map(id, d.values())):
+                attrs = tuple(k for k, v in list(d.items()) if id(v) in watch)
+        else:
+            attrs = tuple(a for a in NAMES if a in d)
+        _sites[name] = (id(mod), full, attrs)
 
 
 def _site_modules(skip_safetensors: bool) -> List[Tuple[Any, str]]:
     """(module, attribute) of every recorded site still in sys.modules as scanned."""
     out = []
-    for name, (mid, attrs) in _sites.items():
+    for name, (mid, _, attrs) in _sites.items():
         if not attrs or _skip(name, skip_safetensors):
             continue
         mod = sys.modules.get(name)
@@ -156,28 +163,8 @@ def _watched() -> Dict[int, Any]:
     return {**_originals, **_standins}
 
 
-def _named_sites(watch: Dict[int, Any], skip_safetensors: bool) -> List[Tuple[Any, str]]:
-    """(module, name) for each of NAMES that holds an object of ``watch`` in a
-    loaded module: a few dict lookups per module (about 1 ms for 2,600)."""
-    out = []
-    for name, mod in list(sys.modules.items()):
-        if mod is None or _skip(name, skip_safetensors):
-            continue
-        d = getattr(mod, "__dict__", None)
-        if not isinstance(d, dict):
-            continue
-        for attr in NAMES:
-            v = d.get(attr)
-            if v is not None and id(v) in watch:
-                out.append((mod, attr))
-    return out
-
-
 def _sites_now(full: bool, skip_safetensors: bool) -> List[Tuple[Any, str]]:
-    watch = _watched()
-    if not full:
-        return _named_sites(watch, skip_safetensors)
-    _scan_new(watch)
+    _scan_new(_watched(), full)
     return _site_modules(skip_safetensors)
 
 
@@ -376,9 +363,11 @@ def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False,
         Where other modules' bindings are looked for when the patch starts
         (by the first activation; the last one's stop looks again).
         "names" (default): the names in :data:`NAMES` of every loaded module
-        (about 1 ms with transformers loaded). "all": every module-level
-        name of every loaded module, whatever its alias (about 20 ms of CPU
-        the first time, then only the modules loaded since).
+        (about 5 ms of CPU with transformers loaded). "all": every
+        module-level name of every loaded module, whatever its alias (about
+        17 ms). Either scans a module once per process: later starts and
+        stops visit the sites found (under 1 ms) and scan only the modules
+        loaded since.
 
     Returns
     -------
