@@ -10,7 +10,7 @@ while any loader that returns tensors owning their memory fills fresh pages
 loader can win there; on a cold one, MemTier's copy lost too (0.68x the
 reference, ``examples/python/bench_from_pretrained.py --cold``). A
 ``POSIX_FADV_WILLNEED`` read-ahead of a cold file before the reference maps
-it, tried here, changed nothing measurable (0.95-0.98x either way), so
+it, tried here, changed nothing measurable (0.93-0.96x with, 0.95-0.96x without), so
 nothing is added to the reference's reads: MemTier only counts. The views are
 the reference's, with the reference's contract: they read the file's pages,
 so a file rewritten in place changes them (the default ``views=False`` gives
