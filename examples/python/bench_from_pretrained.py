@@ -14,7 +14,12 @@ methods --repeat times, each run in a fresh interpreter (imports, the model
 class and MemTier's library loaded before the clock starts):
 
 * ``reference``: transformers as installed (safetensors' mmap safe_open);
-* ``memtier``: the same call inside ``memtier.integrations.patch_safetensors()``.
+* ``memtier``: the same call inside ``memtier.integrations.patch_safetensors()``;
+* ``memtier_views``: inside ``patch_safetensors(views=True)`` (local files
+  left to safetensors' mmap; MemTier counts their bytes).
+
+The patched runs also time their pieces: starting the patch, the load, and
+stopping it.
 
 The clock stops when ``from_pretrained`` returns and again after one byte of
 every 4 KiB page of every weight has been read (the "ready" column): with
@@ -23,10 +28,11 @@ lazily by page faults, while MemTier's parameters own their memory (read
 before the call returns), so only the second figure compares the same work.
 
 Every run hashes every parameter and buffer after the timing; the hashes of
-all runs must agree (bit-identical weights), and the patched runs must show
-MemTier's stats serving exactly the checkpoint's tensor bytes. Prints the best
-time of each (both clocks), MB/s (checkpoint tensor bytes / time) and the
-ratio reference time / memtier time (above 1: the patch is faster). ``--json``
+all runs must agree (bit-identical weights), and the patched runs must account
+for exactly the checkpoint's tensor bytes (MemTier's stats; with views=True,
+``memtier.integrations.view_bytes()`` for the bytes left to safetensors).
+Prints the best and median time of each (both clocks) and the ratio of the
+medians, reference time / memtier time (above 1: the patch is faster). ``--json``
 prints one JSON object instead (``rows`` as examples/python/bench_hot.py's,
 for scripts/bench_report.py). Machines are noisy: read the ratio.
 
@@ -41,6 +47,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +58,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _peers  # noqa: E402
 
 MB = 1e6
+
+#: reference: transformers as installed; memtier: under patch_safetensors();
+#: memtier_views: under patch_safetensors(views=True).
+METHODS = ("reference", "memtier", "memtier_views")
 
 CHILD = textwrap.dedent("""
     import hashlib, json, sys, time
@@ -63,14 +74,21 @@ CHILD = textwrap.dedent("""
         pass
     dtype = getattr(torch, dtype_name)
     import memtier
-    from memtier.integrations import counts, patch_safetensors
+    from memtier.integrations import counts, patch_safetensors, view_bytes
     ctx = memtier.Context()
     ctx.stats()  # load the library and make the context before the clock
     cls = transformers.LlamaForCausalLM
+    pieces = {}
     t0 = time.perf_counter()
-    if method == "memtier":
-        with patch_safetensors(ctx):
-            model = cls.from_pretrained(path, dtype=dtype)
+    if method in ("memtier", "memtier_views"):
+        p = patch_safetensors(ctx, views=method == "memtier_views")
+        t = time.perf_counter()
+        pieces["patch_start_s"] = t - t0
+        model = cls.from_pretrained(path, dtype=dtype)
+        pieces["load_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        p.stop()
+        pieces["patch_stop_s"] = time.perf_counter() - t
     else:
         model = cls.from_pretrained(path, dtype=dtype)
     dt = time.perf_counter() - t0
@@ -88,7 +106,7 @@ CHILD = textwrap.dedent("""
         h.update(name.encode())
         h.update(t.detach().contiguous().view(torch.uint8).numpy().tobytes())
     print(json.dumps({"s": dt, "touch_s": touch, "sha256": h.hexdigest(), "served": ctx.stats().bytes,
-                      "counts": counts()}))
+                      "viewed": sum(view_bytes().values()), "counts": counts(), "pieces": pieces}))
 """)
 
 
@@ -175,9 +193,9 @@ def main() -> int:
         paths = [os.path.join(folder, f) for f in os.listdir(folder)]
         for p in paths:
             _peers.warm(p)
-        runs: Dict[str, List[Dict[str, Any]]] = {"reference": [], "memtier": []}
+        runs: Dict[str, List[Dict[str, Any]]] = {m: [] for m in METHODS}
         for i in range(a.repeat):
-            for method in ("reference", "memtier"):
+            for method in METHODS:
                 _peers.log(f"bench_from_pretrained: {method} run {i + 1}/{a.repeat} ...")
                 if a.cold:
                     for p in paths:
@@ -188,10 +206,15 @@ def main() -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
     hashes = {r["sha256"] for rs in runs.values() for r in rs}
-    served_ok = all(r["served"] == nbytes and not r["counts"]["fallback"] for r in runs["memtier"])
+    served_ok = all(r["served"] == nbytes and not r["counts"]["fallback"] for r in runs["memtier"]) and \
+        all(r["served"] + r["viewed"] == nbytes and not r["counts"]["fallback"] for r in runs["memtier_views"])
     verified = len(hashes) == 1 and served_ok
     best = {m: min(r["s"] for r in rs) for m, rs in runs.items()}
     ready = {m: min(r["s"] + r["touch_s"] for r in rs) for m, rs in runs.items()}
+    med = {m: statistics.median(r["s"] for r in rs) for m, rs in runs.items()}
+    med_ready = {m: statistics.median(r["s"] + r["touch_s"] for r in rs) for m, rs in runs.items()}
+    pieces = {m: {k: statistics.median(r["pieces"][k] for r in rs) for k in rs[0]["pieces"]}
+              for m, rs in runs.items() if rs and rs[0]["pieces"]}
     cache = "cold" if a.cold else "warm"
     where = f"{nbytes / MB:.0f} MB in {shape['files']} shard(s), {cache} page cache, best of {a.repeat}"
     rows = [{"key": f"from_pretrained_{a.dtype}_{cache}", "available": True, "unit": "s",
@@ -201,13 +224,22 @@ def main() -> int:
             {"key": f"from_pretrained_ready_{a.dtype}_{cache}", "available": True, "unit": "s",
              "memtier": ready["memtier"], "base": ready["reference"],
              "ratio": ready["reference"] / ready["memtier"],
-             "note": where + "; from_pretrained + first touch of every weight page"}]
+             "note": where + "; from_pretrained + first touch of every weight page"},
+            {"key": f"from_pretrained_views_{a.dtype}_{cache}", "available": True, "unit": "s",
+             "memtier": best["memtier_views"], "base": best["reference"],
+             "ratio": best["reference"] / best["memtier_views"],
+             "note": where + "; patch_safetensors(views=True): safetensors' mmap views"},
+            {"key": f"from_pretrained_views_ready_{a.dtype}_{cache}", "available": True, "unit": "s",
+             "memtier": ready["memtier_views"], "base": ready["reference"],
+             "ratio": ready["reference"] / ready["memtier_views"],
+             "note": where + "; views=True, from_pretrained + first touch of every weight page"}]
     out = {"benchmark": "bench_from_pretrained.py", "python": platform.python_version(),
            "cpus": os.cpu_count(), "transformers": transformers.__version__, "dtype": a.dtype,
            "page_cache": cache,
            "checkpoint_bytes": nbytes, "model": shape, "repeat": a.repeat,
            "ratio": "reference seconds / memtier seconds (above 1: the patch is faster)",
-           "runs": runs, "rows": rows, "bit_identical": len(hashes) == 1,
+           "runs": runs, "rows": rows, "pieces": pieces, "bit_identical": len(hashes) == 1,
+           "loadavg": open("/proc/loadavg").read().split()[:3],
            "memtier_served_exact": served_ok, "verified": verified, "ok": verified}
     if a.json:
         print(json.dumps(out))
@@ -215,11 +247,14 @@ def main() -> int:
         print(f"from_pretrained of a {nbytes / MB:.0f} MB {a.dtype} Llama model ({shape['layers']} layers, "
               f"{shape['files']} safetensors file(s)), {cache} page cache, best of {a.repeat}, "
               f"transformers {transformers.__version__}, {os.cpu_count()} CPUs")
-        table = [[m, f"{best[m]:.3f}", f"{nbytes / MB / best[m]:.0f}", f"{best['reference'] / best[m]:.2f}x",
-                  f"{ready[m]:.3f}", f"{nbytes / MB / ready[m]:.0f}", f"{ready['reference'] / ready[m]:.2f}x"]
-                 for m in ("reference", "memtier")]
-        print(_peers.table(["method", "from_pretrained s", "MB/s", "vs reference",
-                            "+ first touch s", "MB/s", "vs reference"], table))
+        table = [[m, f"{best[m]:.3f}", f"{med[m]:.3f}", f"{med['reference'] / med[m]:.2f}x",
+                  f"{ready[m]:.3f}", f"{med_ready[m]:.3f}", f"{med_ready['reference'] / med_ready[m]:.2f}x"]
+                 for m in METHODS]
+        print(_peers.table(["method", "from_pretrained best s", "median s", "vs reference (medians)",
+                            "+ first touch best s", "median s", "vs reference (medians)"], table))
+        for m, p in pieces.items():
+            print(f"{m}: " + ", ".join(f"{k} {v:.3f}" for k, v in p.items()) + " (medians)")
+        print(f"load average {open('/proc/loadavg').read().split()[0]}")
         print(f"weights bit-identical across all runs: {len(hashes) == 1}; MemTier served exactly "
               f"the {nbytes} tensor bytes: {served_ok}")
     return 0 if verified else 1

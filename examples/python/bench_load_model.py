@@ -1,191 +1,257 @@
-"""Load a checkpoint into an existing torch model: MemTier load_model vs safetensors (issue 12).
+"""Load a checkpoint into an existing torch model: MemTier load_model vs its peers (issue 12).
 
-    python examples/python/bench_load_model.py [--size-mb 512] [--repeat 3] [--dir DIR] [--ceiling]
+    python examples/python/bench_load_model.py [--size-mb 2048] [--repeat 3] [--cache warm,cold]
+                                               [--dir DIR] [--no-ceiling] [--json]
 
 Writes a model of Linear layers (float32, about --size-mb) with
-``safetensors.torch.save_model`` into a temporary folder (or DIR), reads it once
-to warm the page cache, then, each in a fresh interpreter (so peak RSS is its
-own) and in the same run:
+``safetensors.torch.save_model`` into a temporary folder (or DIR). Each run is
+a fresh interpreter (so its peak RSS is its own) that builds the model (its
+memory allocated and touched, as a model that exists is) and then times one
+method loading the file into it:
 
 * ``memtier.safetensors.load_model``     (bytes straight into the model's storage)
 * ``safetensors.torch.load_model``       (the reference)
 * ``safetensors.torch.load_file`` + ``model.load_state_dict``
+* Run:ai's ``SafetensorsStreamer`` feeding the model (each streamed tensor
+  copied into its parameter as it arrives, which is what ``load_state_dict``
+  does with it; the streamer reuses its buffer), when runai-model-streamer is
+  installed
+* fastsafetensors (``SafeTensorsFileLoader`` on the CPU, its tensors copied
+  into the model), when it is installed
 
-Prints per method the best wall time of --repeat runs, GB/s, the ratio to the
-best peer, and the peak RSS above the process's RSS with the model built
-(``ru_maxrss`` minus RSS before the load). Machines are noisy: read the ratios.
+and, unless --no-ceiling, two ceilings in the same runs:
 
-``--ceiling`` adds, in one more fresh interpreter, what filling the
-checkpoint's size of memory costs with no loader at all: ``memcpy`` (numpy
-copyto) and ``os.preadv`` of the warm file into memory the process touched
-already, into fresh anonymous 4 KiB pages, and into fresh memory marked
-MADV_HUGEPAGE; and ``memtier.safetensors.load_file`` (fresh tensors) against
-``load_model`` (the model's memory, touched when it was built). A loader
-that returns new tensors (``load_file``, ``safe_open.get_tensor``, and so
-``from_pretrained`` under ``memtier.patch_safetensors()``) cannot beat the
-"fresh" rows; reading into existing tensors can reach the "touched" ones.
-The MADV_HUGEPAGE rows run after the others in the same process, on memory
-just freed. In fresh processes on the 2-core build VM, tensors marked
-MADV_HUGEPAGE made the first ``load_file`` of a 402 MB model take 0.09-1.02 s
-and its ``from_pretrained`` 0.8-1.8 s (4 KiB pages: 0.25-0.41 s and
-0.36-0.78 s), which is why MemTier's tensors do not ask for huge pages.
+* ``ceiling: preadv into the parameters``: one ``os.preadv`` per tensor from
+  the file into its parameter's memory (the kernel's copy out of the page
+  cache, one thread, no loader);
+* ``ceiling: memcpy into the parameters`` (warm only): ``copy_`` of the
+  checkpoint's bytes, already in memory, into the parameters: what filling
+  touched memory costs with no file at all;
+* ``(memcpy into fresh 4 KiB pages)`` (warm only): the same bytes copied
+  into a new allocation, the floor of any loader that returns new tensors
+  (``load_file``, and ``from_pretrained`` under ``patch_safetensors()``).
+
+--cache warm reads the file once before each run so the page cache holds it;
+cold drops it from the page cache (fsync, then
+``posix_fadvise(POSIX_FADV_DONTNEED)``) in the child before the clock starts.
+The methods alternate within each repeat. Prints per cache state and method
+the median and best wall time of --repeat runs, GB/s (of the best), the
+ratio best peer time / this time (medians), and the peak RSS above the
+process's RSS with the model built (``ru_maxrss`` minus RSS before the load;
+the largest of the runs). Every run's checksum of every parameter must
+agree (the fresh-pages row fills no model and is not checked). Machines
+are noisy: read the ratios, and the load average printed.
+
+Exit status: 0 when every run agreed; 1 when a run failed or the loaded
+weights differ; 2 on a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
+from typing import Any, Dict, List
 
 CHILD = textwrap.dedent("""
     import json, os, resource, sys, time, torch
-    method, path, layers, width = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    torch.manual_seed(1)
-    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    method, path, layers, width, cache = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    with torch.device("meta"):
+        model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()  # the model exists: its pages are touched
+    sd = model.state_dict()
     import safetensors.torch as st
     import memtier.safetensors as mts
+    src = None
+    if method == "memtier":
+        mts.load_into({}, path, strict=False)  # the library and the context, outside the clock
+    elif method in ("ceil_memcpy", "ceil_fresh"):
+        with open(path, "rb") as f:
+            hlen = int.from_bytes(f.read(8), "little")
+            head = json.loads(f.read(hlen))
+        src = torch.empty(os.path.getsize(path) - 8 - hlen, dtype=torch.uint8)
+        with open(path, "rb") as f:
+            f.seek(8 + hlen)
+            f.readinto(memoryview(src.numpy()))
     def rss():
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    if method == "memtier":
-        mts.load_into({}, path, strict=False)  # load the library and the context first
+    def layout():
+        with open(path, "rb") as f:
+            hlen = int.from_bytes(f.read(8), "little")
+            head = json.loads(f.read(hlen))
+        head.pop("__metadata__", None)
+        return 8 + hlen, {k: tuple(v["data_offsets"]) for k, v in head.items()}
+    if cache == "cold":
+        fd = os.open(path, os.O_RDONLY)
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
     base = rss()
     t0 = time.perf_counter()
     if method == "memtier":
         mts.load_model(model, path)
     elif method == "st_load_model":
         st.load_model(model, path)
-    else:
+    elif method == "st_load_file":
         model.load_state_dict(st.load_file(path))
+    elif method == "runai":
+        from runai_model_streamer import SafetensorsStreamer
+        with SafetensorsStreamer() as s, torch.no_grad():
+            s.stream_files([path], device="cpu")
+            for name, t in s.get_tensors():
+                sd[name].copy_(t)
+    elif method == "fastsafetensors":
+        from fastsafetensors import SafeTensorsFileLoader, SingleGroup
+        loader = SafeTensorsFileLoader(SingleGroup(), "cpu")
+        loader.add_filenames({0: [path]})
+        fb = loader.copy_files_to_device()
+        with torch.no_grad():
+            for name in sd:
+                sd[name].copy_(fb.get_tensor(name))
+        fb.close()
+        loader.close()
+    elif method == "ceil_preadv":
+        start, offs = layout()
+        fd = os.open(path, os.O_RDONLY)
+        for name, t in sd.items():
+            b, e = offs[name]
+            mv = memoryview(t.detach().numpy()).cast("B")
+            done = 0
+            while done < e - b:
+                done += os.preadv(fd, [mv[done:]], start + b + done)
+        os.close(fd)
+    elif method == "ceil_memcpy":
+        start, offs = layout()
+        with torch.no_grad():
+            for name, t in sd.items():
+                b, e = offs[name]
+                t.view(-1).view(torch.uint8).copy_(src[b:e])
+    elif method == "ceil_fresh":
+        fresh = torch.empty(src.numel(), dtype=torch.uint8)
+        fresh.copy_(src)
+    else:
+        raise SystemExit(f"unknown method {method}")
     dt = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    check = float(model[0].weight.double().sum())
+    check = sum(float(p.sum(dtype=torch.float64)) for p in model.parameters())
     print(json.dumps({"s": dt, "peak_extra": peak - base, "check": check}))
 """)
 
-CEILING = textwrap.dedent("""
-    import json, mmap, os, sys, time
-    import numpy as np
-    path, n, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    src = np.ones(n, dtype=np.uint8)
-    fd = os.open(path, os.O_RDONLY)
-    def memory(kind):
-        mm = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if kind == "huge":
-            mm.madvise(mmap.MADV_HUGEPAGE)
-        if kind == "touched":
-            np.frombuffer(mm, dtype=np.uint8).fill(0)
-        return mm
-    def fill(op, mm):
-        if op == "memcpy":
-            np.copyto(np.frombuffer(mm, dtype=np.uint8), src)
-            return
-        mv, off = memoryview(mm), 0
-        while off < n:
-            k = os.preadv(fd, [mv[off:]], off)
-            if k <= 0:
-                raise EOFError(path)
-            off += k
-    rows = {}
-    for op in ("memcpy", "preadv"):
-        for kind in ("touched", "fresh", "huge"):
-            ts = []
-            for _ in range(repeat):
-                mm = memory(kind)
-                t0 = time.perf_counter()
-                fill(op, mm)
-                ts.append(time.perf_counter() - t0)
-                mm.close()
-            rows[f"{op} into {kind}"] = sorted(ts)
-    import torch
-    import memtier.safetensors as mts
-    mts.load_into({}, path, strict=False)  # the library and the context, outside the clock
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        d = mts.load_file(path)
-        ts.append(time.perf_counter() - t0)
-        del d
-    rows["memtier load_file (fresh tensors)"] = sorted(ts)
-    print(json.dumps(rows))
-""")
-
-CEILING_NOTES = {"touched": "memory the process touched before", "fresh": "fresh 4 KiB pages",
-                 "huge": "fresh, MADV_HUGEPAGE"}
-
-
-def ceiling(path: str, size: int, repeat: int, load_model_s: float) -> None:
-    """Print the --ceiling rows (see the module docstring)."""
-    r = subprocess.run([sys.executable, "-c", CEILING, path, str(size), str(max(3, repeat))],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode:
-        sys.exit(f"ceiling failed:\n{r.stderr[-3000:]}")
-    rows = json.loads(r.stdout.strip().splitlines()[-1])
-    rows["memtier load_model (the model's memory)"] = [load_model_s]
-    print(f"\nceiling: filling {size / 1e6:.0f} MB of memory, best and median of {max(3, repeat)}")
-    print(f"{'what':44s} {'best s':>8s} {'GB/s':>7s} {'median s':>9s}")
-    for k, ts in rows.items():
-        for kind, note in CEILING_NOTES.items():
-            k = k.replace(f"into {kind}", f"into {note}")
-        print(f"{k:44s} {ts[0]:8.3f} {size / ts[0] / 1e9:7.2f} {ts[len(ts) // 2]:9.3f}")
-
-
 METHODS = [("memtier", "memtier.safetensors.load_model"),
            ("st_load_model", "safetensors.torch.load_model"),
-           ("st_load_file", "safetensors load_file + load_state_dict")]
+           ("st_load_file", "safetensors load_file + load_state_dict"),
+           ("runai", "Run:ai streamer -> the model"),
+           ("fastsafetensors", "fastsafetensors -> the model")]
+CEILINGS = [("ceil_preadv", "ceiling: preadv into the parameters"),
+            ("ceil_memcpy", "ceiling: memcpy into the parameters"),
+            ("ceil_fresh", "(memcpy into fresh 4 KiB pages)")]
+OPTIONAL = {"runai": "runai_model_streamer", "fastsafetensors": "fastsafetensors"}
+
+
+def available(key: str) -> bool:
+    """True when the peer ``key`` is importable here (or needs nothing extra)."""
+    mod = OPTIONAL.get(key)
+    return mod is None or importlib.util.find_spec(mod) is not None
+
+
+def warm(path: str) -> None:
+    """Read the whole file so the page cache holds it."""
+    buf = bytearray(64 << 20)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buf):
+            pass
+
+
+def run(key: str, path: str, layers: int, width: int, cache: str) -> Dict[str, Any]:
+    """One fresh interpreter timing ``key``; its JSON result."""
+    if cache == "warm":
+        warm(path)
+    r = subprocess.run([sys.executable, "-c", CHILD, key, path, str(layers), str(width), cache],
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode:
+        sys.exit(f"{key} ({cache}) failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mb", type=int, default=512)
+    ap.add_argument("--size-mb", type=int, default=2048, help="checkpoint size in MiB (default 2048)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cache", default="warm,cold", help="comma list of warm, cold (default both)")
     ap.add_argument("--dir", default=None, help="folder for the checkpoint (default: a temporary one)")
-    ap.add_argument("--ceiling", action="store_true",
-                    help="also time filling that much fresh / touched memory (see above)")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the two ceiling rows")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     a = ap.parse_args()
+    caches = [c.strip() for c in a.cache.split(",") if c.strip()]
+    if not caches or any(c not in ("warm", "cold") for c in caches) or a.repeat < 1 or a.size_mb < 1:
+        ap.error("--cache takes warm and/or cold; --repeat and --size-mb must be positive")
     import torch
     import safetensors.torch as st
 
     width = 2048
     per = (width * width + width) * 4
     layers = max(1, (a.size_mb << 20) // per)
+    peers = [(k, label) for k, label in METHODS if available(k)]
+    absent = [label for k, label in METHODS if not available(k)]
+    out: Dict[str, Any] = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "tables": {}}
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         path = os.path.join(d, "model.safetensors")
         torch.manual_seed(0)
         st.save_model(torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)]), path)
         size = os.path.getsize(path)
-        with open(path, "rb") as f:  # warm the page cache
-            while f.read(64 << 20):
-                pass
-        rows = {}
         checks = set()
-        for _ in range(a.repeat):
-            for key, _label in METHODS:
-                r = subprocess.run([sys.executable, "-c", CHILD, key, path, str(layers), str(width)],
-                                   capture_output=True, text=True, timeout=600)
-                if r.returncode:
-                    sys.exit(f"{key} failed:\n{r.stderr[-3000:]}")
-                res = json.loads(r.stdout.strip().splitlines()[-1])
-                checks.add(res["check"])
-                best = rows.get(key)
-                if best is None or res["s"] < best["s"]:
-                    rows[key] = res
-        if len(checks) != 1:
-            sys.exit(f"the methods loaded different weights: {checks}")
-        peer = min(rows[k]["s"] for k, _ in METHODS[1:])
-        print(f"checkpoint: {size / 1e6:.0f} MB ({layers} x Linear({width}, {width}), float32), warm page cache, "
-              f"best of {a.repeat}")
-        print(f"{'method':44s} {'time s':>8s} {'GB/s':>7s} {'vs best peer':>13s} {'peak RSS extra MB':>18s}")
-        for key, label in METHODS:
-            r = rows[key]
-            print(f"{label:44s} {r['s']:8.3f} {size / r['s'] / 1e9:7.2f} {peer / r['s']:12.2f}x "
-                  f"{r['peak_extra'] / 1e6:18.0f}")
-        if a.ceiling:
-            ceiling(path, size, a.repeat, rows["memtier"]["s"])
+        for cache in caches:
+            rows = list(peers)
+            if not a.no_ceiling:
+                rows += [c for c in CEILINGS if cache == "warm" or c[0] == "ceil_preadv"]
+            runs: Dict[str, List[Dict[str, Any]]] = {k: [] for k, _ in rows}
+            for i in range(a.repeat):
+                for key, _ in rows:
+                    print(f"bench_load_model: {cache} {key} {i + 1}/{a.repeat}", file=sys.stderr, flush=True)
+                    res = run(key, path, layers, width, cache)
+                    print(f"bench_load_model: {cache} {key}: {res['s']:.3f} s", file=sys.stderr, flush=True)
+                    if key != "ceil_fresh":  # fills a new buffer, not the model
+                        checks.add(res["check"])
+                    runs[key].append(res)
+            table = {}
+            for key, label in rows:
+                ts = sorted(r["s"] for r in runs[key])
+                table[key] = {"label": label, "median_s": statistics.median(ts), "best_s": ts[0],
+                              "peak_extra": max(r["peak_extra"] for r in runs[key])}
+            peer = min(table[k]["median_s"] for k, _ in peers if k != "memtier")
+            for key in table:
+                table[key]["vs_best_peer"] = peer / table[key]["median_s"]
+            out["tables"][cache] = table
+        out["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+        out.update({"size": size, "layers": layers, "absent": absent, "agree": len(checks) == 1})
+    if a.json:
+        print(json.dumps(out))
+    else:
+        for cache, table in out["tables"].items():
+            print(f"\ncheckpoint: {size / 1e6:.0f} MB ({layers} x Linear({width}, {width}), float32), {cache} "
+                  f"page cache, median and best of {a.repeat}; model size {size / 2**20:.0f} MiB")
+            print(f"{'method':44s} {'median s':>9s} {'best s':>8s} {'GB/s':>7s} {'vs best peer':>13s} "
+                  f"{'peak RSS extra MiB':>19s}")
+            for key, r in table.items():
+                print(f"{r['label']:44s} {r['median_s']:9.3f} {r['best_s']:8.3f} {size / r['best_s'] / 1e9:7.2f} "
+                      f"{r['vs_best_peer']:12.2f}x {max(0, r['peak_extra']) / 2**20:19.0f}")
+        if absent:
+            print(f"not installed, not run: {', '.join(absent)}")
+        print(f"load average {' '.join(out['loadavg_start'])} at the start, "
+              f"{' '.join(out['loadavg_end'])} at the end; weights agree across all runs: {out['agree']}")
+    if not out["agree"]:
+        print(f"the methods loaded different weights: {sorted(checks)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@
   names other modules bound to them, e.g. ``transformers.modeling_utils.safe_open``)
   through :mod:`memtier.safetensors`; calls MemTier cannot serve with the
   reference's meaning go to the original (:func:`counts` says which, and why).
+  ``patch_safetensors(views=True)`` leaves local files to safetensors' own
+  mmap views and counts them (:func:`view_bytes`).
   ``MEMTIER_PATCH_SAFETENSORS=1`` turns it on at ``import memtier``
   (:func:`apply_env`).
 * :class:`memtier.integrations.dcp.MemTierFileSystemReader`: a torch
@@ -24,9 +26,10 @@ Importing this package imports neither torch nor safetensors.
 from ._patch import (ENV_PATCH, SafetensorsPatch, apply_env, is_patched, patch_safetensors,
                      unpatch_safetensors)
 from ._routes import counts, reset_counts
+from ._views import view_bytes
 
 __all__ = ["patch_safetensors", "unpatch_safetensors", "is_patched", "SafetensorsPatch",
-           "counts", "reset_counts", "apply_env", "ENV_PATCH", "MemTierFileSystemReader"]
+           "counts", "reset_counts", "view_bytes", "apply_env", "ENV_PATCH", "MemTierFileSystemReader"]
 
 
 def __getattr__(name: str):  # PEP 562: the DCP reader imports torch, so only on first access

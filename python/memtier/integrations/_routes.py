@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from .. import _context
 from .. import _log as _mtlog
 from .._errors import UnsupportedError
+from . import _views
 
 _log = logging.getLogger("memtier.integrations")
 _lock = threading.Lock()
@@ -49,7 +50,9 @@ def counts() -> Dict[str, Dict[str, int]]:
     """What the stand-ins did since the process started (or :func:`reset_counts`).
 
     Returns ``{"served": {function: calls}, "fallback": {"function: reason":
-    calls}}``; function is e.g. ``"safetensors.torch.load_file"``. A copy.
+    calls}}``; function is e.g. ``"safetensors.torch.load_file"``, or
+    ``"safetensors.safe_open (views)"`` for a call the ``views=True`` patch
+    left to safetensors' mmap (its bytes: :func:`view_bytes`). A copy.
     Thread-safe.
     """
     with _lock:
@@ -58,10 +61,12 @@ def counts() -> Dict[str, Dict[str, int]]:
 
 
 def reset_counts() -> None:
-    """Zero :func:`counts` (the once-per-reason log starts over too). Thread-safe."""
+    """Zero :func:`counts` and :func:`view_bytes` (the once-per-reason log
+    starts over too). Thread-safe."""
     with _lock:
         _served.clear()
         _fallbacks.clear()
+    _views.reset()
 
 
 def _count_served(fn: str) -> None:
@@ -145,7 +150,8 @@ def _common_reason(a: Dict[str, Any], ctx: Optional[_context.Context]) -> Option
     return why
 
 
-Route = Callable[[], Tuple[bool, Optional[_context.Context]]]
+#: () -> (patch on?, its context, views mode?), see _patch._route.
+Route = Callable[[], Tuple[bool, Optional[_context.Context], bool]]
 
 
 def make_load_file(original: Callable[..., Any], fn: str, framework: str, route: Route) -> Callable[..., Any]:
@@ -154,7 +160,7 @@ def make_load_file(original: Callable[..., Any], fn: str, framework: str, route:
     kind = "load_file_pt" if framework == "pt" else "load_file_np"
 
     def load_file(*args: Any, **kwargs: Any) -> Dict[str, Any]:
-        on, ctx = route()
+        on, ctx, views = route()
         if not on:
             return original(*args, **kwargs)
         a = _bind(kind, args, kwargs)
@@ -162,6 +168,11 @@ def make_load_file(original: Callable[..., Any], fn: str, framework: str, route:
         if why:
             _fall_back(fn, why)
             return original(*args, **kwargs)
+        if views and a.get("device", "cpu") == "cpu":
+            out = _views.serve(fn, original, a["filename"], args, kwargs)
+            if out is not None:
+                _count_served(fn + " (views)")
+                return out
         from ..safetensors import load_file as memtier_load_file
 
         _count_served(fn)
@@ -194,7 +205,7 @@ def make_load_model(original: Callable[..., Any], fn: str, route: Route) -> Call
     """The stand-in for ``safetensors.torch.load_model``: takes what the original takes."""
 
     def load_model(*args: Any, **kwargs: Any) -> Any:
-        on, ctx = route()
+        on, ctx, _ = route()
         if not on:
             return original(*args, **kwargs)
         a = _bind("load_model", args, kwargs)
@@ -237,7 +248,7 @@ def make_safe_open(original: Any, fn: str, route: Route) -> Any:
     original (takes what the original takes)."""
 
     def __new__(cls: Any, *args: Any, **kwargs: Any) -> Any:
-        on, ctx = route()
+        on, ctx, views = route()
         if not on:
             return original(*args, **kwargs)
         a = _bind("safe_open", args, kwargs)
@@ -250,6 +261,11 @@ def make_safe_open(original: Any, fn: str, route: Route) -> Any:
         if why:
             _fall_back(fn, why)
             return original(*args, **kwargs)
+        if views and a["device"] == "cpu":
+            out = _views.serve(fn, original, a["filename"], args, kwargs)
+            if out is not None:
+                _count_served(fn + " (views)")
+                return out
         from ..safetensors import safe_open as memtier_safe_open
 
         _count_served(fn)

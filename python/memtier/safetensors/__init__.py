@@ -186,7 +186,7 @@ def load_file(filename: PathType, device: Any = "cpu", *, backend: str = "mmap",
     cache, most of the time is the kernel's first touch of the new tensors'
     memory, not the copy (on the 2-core build machine, 402 MB: ~0.04 s to
     copy into memory touched before, ~0.23 s into fresh pages; see
-    ``examples/python/bench_load_model.py --ceiling``): :func:`load_into`
+    the ceiling rows of ``examples/python/bench_load_model.py``): :func:`load_into`
     into existing tensors does not pay it.
     """
     where = "memtier.safetensors.load_file"
