@@ -43,24 +43,38 @@ def _url_or_abspath(path: Any, is_url: Callable[[Any], bool]) -> str:
     return os.path.abspath(p)
 
 
-def _local_data_size(path: str) -> int:
-    """The size of a local data file. A missing file, a directory or a refused
-    stat raise MemTier's classes (:class:`memtier.NotFoundError`,
-    :class:`memtier.IsDirectoryError`, ..., which derive from the matching
-    built-ins), with the path and the reason, as the library's errors do."""
+def _regular_file_stat(path: str, what: str) -> os.stat_result:
+    """``os.stat`` of a local ``what`` ("MemTierDataset data file") that must be
+    a regular file. A missing file, a directory, a device, FIFO or socket, or a
+    refused stat raise MemTier's classes (:class:`memtier.NotFoundError`,
+    :class:`memtier.IsDirectoryError`, :class:`memtier.NotRegularFileError`,
+    ..., which derive from the matching built-ins), with the path and the
+    reason, as the library's errors do. Checked before any open: opening a FIFO
+    blocks until a writer comes, and a device such as /dev/zero never ends."""
     try:
         st = os.stat(path)
     except OSError as e:
-        raise _errors.from_os_error(e, "MemTierDataset data file", path) from None
-    if _stat.S_ISDIR(st.st_mode):
-        raise _errors.make_error(_errors.ERR_IS_DIR, "MemTierDataset data file",
-                                 strerror=_errors.STATUS_TEXTS[_errors.ERR_IS_DIR], filename=path)
-    return int(st.st_size)
+        raise _errors.from_os_error(e, what, path) from None
+    for test, code in ((_stat.S_ISDIR, _errors.ERR_IS_DIR), (lambda m: not _stat.S_ISREG(m),
+                                                            _errors.ERR_NOT_REGULAR)):
+        if test(st.st_mode):
+            text = _errors.STATUS_TEXTS[code]
+            # NOT_REGULAR has no errno, so no OSError filename slot: the path
+            # goes into the detail, as str() of IS_DIR's OSError shows it.
+            raise _errors.make_error(code, what, "" if code == _errors.ERR_IS_DIR else
+                                     "%s: %r" % (text, path), strerror=text, filename=path)
+    return st
+
+
+def _local_data_size(path: str) -> int:
+    """The size of a local data file (errors as :func:`_regular_file_stat`)."""
+    return int(_regular_file_stat(path, "MemTierDataset data file").st_size)
 
 
 def _local_index(path: str, data_size: int) -> np.ndarray:
-    """The parsed local index file; errors opening it as :func:`_local_data_size`
+    """The parsed local index file; errors opening it as :func:`_regular_file_stat`
     (a malformed index is :class:`memtier.FormatError` from the parser)."""
+    _regular_file_stat(path, "MemTierDataset index file")
     try:
         return _index.parse_index(path, data_size)
     except OSError as e:

@@ -84,3 +84,19 @@ def test_from_os_error_maps_like_the_library(err, cls, status, text, detail):
 def test_from_os_error_keeps_a_memtier_error():
     e = _errors.make_error(_errors.ERR_NOT_FOUND, "x", filename="/y")
     assert _errors.from_os_error(e, "z", "/w") is e
+
+
+@pytest.mark.parametrize("which", ["data", "index"])
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_fifo_or_device_is_refused_before_any_open(files, which, kind):
+    # A FIFO index used to block in open() until a writer came, and /dev/zero
+    # as the index grew memory without end (a fresh-user finding).
+    special = str(files / "ff") if kind == "fifo" else "/dev/zero"
+    if kind == "fifo":
+        os.mkfifo(special)
+    args = (str(files / "index.txt"), special) if which == "data" else (special, str(files / "data.bin"))
+    with pytest.raises(memtier.NotRegularFileError) as ei:
+        MemTierDataset(*args)
+    assert isinstance(ei.value, OSError) and ei.value.code == _errors.ERR_NOT_REGULAR
+    assert str(ei.value) == ("MemTierDataset %s file: not a regular file (device, FIFO, socket, "
+                             "procfs/sysfs): %r" % (which, special))
