@@ -195,12 +195,20 @@ func ParseSafetensors(r io.ReaderAt, fileSize int64, lim SafetensorsLimits) (*Sa
 		return nil, err
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
+	// A file that starts with '{' is JSON, most often a sharded checkpoint's
+	// model.safetensors.index.json passed where a shard was expected: its
+	// first 8 bytes read as an absurd length, so say what it is.
+	jsonHint := ""
+	if lenBuf[0] == '{' {
+		jsonHint = "; the file starts with '{', so it is JSON, not safetensors (a sharded checkpoint's " +
+			"*.safetensors.index.json? memtier.safetensors.load_model and load_into follow its weight_map)"
+	}
 	if n > uint64(limit) {
-		return nil, stErr(0, "header too large: header length %d is over the limit of %d bytes", n, limit)
+		return nil, stErr(0, "header too large: header length %d is over the limit of %d bytes%s", n, limit, jsonHint)
 	}
 	if n > uint64(fileSize-8) {
-		return nil, stErr(0, "invalid header length: header length %d is past the end of the file (%d bytes follow the 8-byte length)",
-			n, fileSize-8)
+		return nil, stErr(0, "invalid header length: header length %d is past the end of the file (%d bytes follow the 8-byte length)%s",
+			n, fileSize-8, jsonHint)
 	}
 	// n <= limit and n <= fileSize-8: the allocation is bounded by both.
 	header := make([]byte, n)

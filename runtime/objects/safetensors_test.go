@@ -765,3 +765,17 @@ func TestParseSafetensors_MetadataPresence(t *testing.T) {
 		}
 	}
 }
+
+// A sharded checkpoint's index.json passed as a shard: the error says it is
+// JSON and where to load it (a fresh-user finding: the bare "header too
+// large" text said nothing).
+func TestSafetensorsIndexJSONIsNamed(t *testing.T) {
+	js := []byte(`{"metadata": {"total_size": 8}, "weight_map": {"a": "model-00001-of-00002.safetensors"}}`)
+	_, err := objects.ParseSafetensors(bytes.NewReader(js), int64(len(js)), objects.SafetensorsLimits{})
+	want := "header too large: header length 7017841271895827067 is over the limit of 100000000 bytes; " +
+		"the file starts with '{', so it is JSON, not safetensors (a sharded checkpoint's " +
+		"*.safetensors.index.json? memtier.safetensors.load_model and load_into follow its weight_map)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want it to contain %q", err, want)
+	}
+}
