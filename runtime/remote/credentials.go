@@ -102,7 +102,8 @@ func resolveCredentials(o *Options) (resolved, error) {
 			return r, errs.New(errs.InvalidArg, "remote credentials", "profile %q not found in %s or %s", name, credFile, confFile)
 		}
 		r.err = errs.New(errs.Permission, "remote credentials",
-			"no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; for a public bucket set AWS_NO_SIGN_REQUEST=YES")
+			"no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; for a public bucket set AWS_NO_SIGN_REQUEST=YES "+
+				"(read when this context first used a URL: after changing the environment, use a new context)")
 		return r, nil
 	}
 	id, secret = p.settings["aws_access_key_id"], p.settings["aws_secret_access_key"]

@@ -218,6 +218,9 @@ func TestSource_NoCredentialsIsPermission(t *testing.T) {
 	c := newClient(t, fastOptions())
 	_, _, err := NewSource(c).Open("s3://b/k", files.TrustNone)
 	wantErr(t, err, errs.Permission, "remote open s3://b/k: no AWS credentials: set AWS_ACCESS_KEY_ID")
+	// The settings are read once per context (a fresh-user finding: setting
+	// os.environ after the error and retrying gave the same error).
+	wantErr(t, err, errs.Permission, "(read when this context first used a URL: after changing the environment, use a new context)")
 	// Anonymous s3:// is unsigned.
 	s := newRangeServer(t, pattern(10, 26))
 	var auth string
