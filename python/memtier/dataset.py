@@ -55,14 +55,14 @@ def _regular_file_stat(path: str, what: str) -> os.stat_result:
         st = os.stat(path)
     except OSError as e:
         raise _errors.from_os_error(e, what, path) from None
-    for test, code in ((_stat.S_ISDIR, _errors.ERR_IS_DIR), (lambda m: not _stat.S_ISREG(m),
-                                                            _errors.ERR_NOT_REGULAR)):
-        if test(st.st_mode):
-            text = _errors.STATUS_TEXTS[code]
-            # NOT_REGULAR has no errno, so no OSError filename slot: the path
-            # goes into the detail, as str() of IS_DIR's OSError shows it.
-            raise _errors.make_error(code, what, "" if code == _errors.ERR_IS_DIR else
-                                     "%s: %r" % (text, path), strerror=text, filename=path)
+    if _stat.S_ISDIR(st.st_mode):
+        raise _errors.make_error(_errors.ERR_IS_DIR, what, strerror=_errors.STATUS_TEXTS[_errors.ERR_IS_DIR],
+                                 filename=path)
+    if not _stat.S_ISREG(st.st_mode):
+        # NOT_REGULAR has no errno, so no OSError filename slot: the path goes
+        # into the detail, as str() of IS_DIR's OSError shows it.
+        text = _errors.STATUS_TEXTS[_errors.ERR_NOT_REGULAR]
+        raise _errors.make_error(_errors.ERR_NOT_REGULAR, what, "%s: %r" % (text, path), strerror=text)
     return st
 
 
