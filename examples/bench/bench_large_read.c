@@ -76,6 +76,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -93,9 +94,9 @@ extern char** environ;
 #define MAX_REPEAT 64
 #define PREAD_CHUNK (1u << 20)
 
-enum { M_MEMTIER, M_POSIX, M_DIRECT, M_MMAP, M_FIO, M_FIOBUF, M_ONCE, M_CACHED, M_COUNT };
-static const char* const mode_names[M_COUNT] = {"memtier", "posix",        "direct",      "mmap",
-                                                "fio",     "fio_buffered", "memtier_once", "memtier_cached"};
+enum { M_MEMTIER, M_POSIX, M_DIRECT, M_MMAP, M_FIO, M_FIOBUF, M_ONCE, M_CACHED, M_MEMCPY, M_COUNT };
+static const char* const mode_names[M_COUNT] = {"memtier", "posix",        "direct",       "mmap",          "fio",
+                                                "fio_buffered", "memtier_once", "memtier_cached", "memcpy_floor"};
 
 /* is_memtier: the modes that read through a MemTier context. */
 static int is_memtier(int m) { return m == M_MEMTIER || m == M_ONCE || m == M_CACHED; }
@@ -128,6 +129,8 @@ typedef struct bench {
     memtier_ctx_t* ctx;
     memtier_ctx_t* once_ctx;   /* memtier_once: a context of its own, so its stats are its own */
     memtier_ctx_t* cached_ctx; /* memtier_cached: cache on, filled; NULL otherwise */
+    uint8_t* copy_src;         /* memcpy_floor: the file's bytes in memory; NULL otherwise */
+    unsigned copy_threads;     /* memcpy_floor: threads, the default io_threads */
     int file_is_pattern; /* -1 unknown, 1 yes, 0 no */
 } bench_t;
 
@@ -181,6 +184,89 @@ static memtier_ctx_t* mode_ctx(const bench_t* b, int m) {
 static void cached_close(bench_t* b) {
     if (b->cached_ctx != NULL) mt_check(memtier_finalize(b->cached_ctx), "memtier_finalize (memtier_cached)");
     b->cached_ctx = NULL;
+}
+
+/* memcpy_floor: the physical ceiling of a DRAM-cache hit (and of any copy of
+ * N bytes in memory): io_threads threads, MemTier's default parallelism, each
+ * memcpy one contiguous slice of a pre-faulted copy of the file into the
+ * pre-faulted result buffer. Nothing that copies N bytes from memory can beat
+ * it, so a row whose baseline is near it cannot reach a ratio much above 1. */
+typedef struct copy_part {
+    uint8_t* dst;
+    const uint8_t* src;
+    size_t n;
+} copy_part_t;
+
+static void* copy_worker(void* arg) {
+    copy_part_t* c = arg;
+    memcpy(c->dst, c->src, c->n);
+    return NULL;
+}
+
+static int memcpy_open(bench_t* b, char* why, size_t wlen) {
+    const uint64_t need = b->buf_len + b->size + 64 * MT_MIB;
+    if (need > mt_phys_mem_bytes() / 10 * 9) {
+        snprintf(why, wlen, "skipped: the result buffer and a second copy of N bytes need more than 90%% of memory");
+        return -1;
+    }
+    memtier_config_t cfg;
+    mt_check(memtier_config_default(&cfg), "memtier_config_default");
+    b->copy_threads = cfg.io_threads < 1 ? 1 : cfg.io_threads > 64 ? 64 : cfg.io_threads;
+    void* m = mmap(NULL, (size_t)b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        snprintf(why, wlen, "mmap of the source copy: %s", strerror(errno));
+        return -1;
+    }
+    b->copy_src = m;
+    int fd = mt_open_file(b->path, O_RDONLY, 0);
+    if (fd < 0) {
+        snprintf(why, wlen, "open: %s", strerror(errno));
+        return -1;
+    }
+    for (uint64_t off = 0; off < b->size;) {
+        size_t n = b->size - off < PREAD_CHUNK ? (size_t)(b->size - off) : PREAD_CHUNK;
+        ssize_t r = pread(fd, b->copy_src + off, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            snprintf(why, wlen, "pread at %" PRIu64 ": %s", off, r < 0 ? strerror(errno) : "end of file");
+            close(fd);
+            return -1;
+        }
+        off += (uint64_t)r;
+    }
+    close(fd);
+    return 0;
+}
+
+static void memcpy_close(bench_t* b) {
+    if (b->copy_src != NULL) munmap(b->copy_src, (size_t)b->size);
+    b->copy_src = NULL;
+}
+
+static int run_memcpy(bench_t* b, double* secs, char* why, size_t wlen) {
+    pthread_t th[64];
+    copy_part_t parts[64];
+    const unsigned t = b->copy_threads;
+    const size_t per = (size_t)((b->size / t + 4095) & ~(uint64_t)4095);
+    uint64_t t0 = mt_now_ns();
+    unsigned started = 0;
+    for (unsigned k = 0; k < t; k++) {
+        size_t lo = (size_t)k * per;
+        if (lo >= b->size) break;
+        size_t n = b->size - lo < per ? (size_t)(b->size - lo) : per;
+        parts[k] = (copy_part_t){b->buf + lo, b->copy_src + lo, n};
+        if (k == 0) continue; /* the caller copies part 0, as MemTier's caller copies */
+        if (pthread_create(&th[k], NULL, copy_worker, &parts[k]) != 0) {
+            snprintf(why, wlen, "pthread_create: %s", strerror(errno));
+            for (unsigned j = 1; j < k; j++) pthread_join(th[j], NULL);
+            return -1;
+        }
+        started = k;
+    }
+    copy_worker(&parts[0]);
+    for (unsigned j = 1; j <= started; j++) pthread_join(th[j], NULL);
+    *secs = (double)(mt_now_ns() - t0) / 1e9;
+    return 0;
 }
 
 static int run_posix(bench_t* b, double* secs, char* why, size_t wlen) {
@@ -406,6 +492,14 @@ static void run_pass(bench_t* b, pass_t* p, const int* modes, int nmodes, int re
             cached_close(b);
             continue;
         }
+        if (m == M_MEMCPY && p->cold) {
+            snprintf(r->skip, sizeof r->skip, "warm pass only (a copy in memory does not read the page cache)");
+            continue;
+        }
+        if (m == M_MEMCPY && memcpy_open(b, r->skip, sizeof r->skip) != 0) {
+            memcpy_close(b);
+            continue;
+        }
         if (is_memtier(m)) mt_check(memtier_stats(mode_ctx(b, m), &s0[m]), "memtier_stats");
         active[m] = 1;
     }
@@ -434,6 +528,7 @@ static void run_pass(bench_t* b, pass_t* p, const int* modes, int nmodes, int re
             case M_POSIX: rc = run_posix(b, &secs, r->skip, sizeof r->skip); break;
             case M_DIRECT: rc = run_direct(b, &secs, r->skip, sizeof r->skip); break;
             case M_MMAP: rc = run_mmap(b, &secs, r->skip, sizeof r->skip); break;
+            case M_MEMCPY: rc = run_memcpy(b, &secs, r->skip, sizeof r->skip); break;
             default: rc = run_fio(b, p->cold, m == M_FIO, &secs, r->skip, sizeof r->skip); break;
             }
             if (m == M_MEMTIER && peak_reset) {
@@ -467,6 +562,7 @@ static void run_pass(bench_t* b, pass_t* p, const int* modes, int nmodes, int re
             r->have_stats = 1;
         }
         if (m == M_CACHED) cached_close(b);
+        if (m == M_MEMCPY) memcpy_close(b);
         if (r->ran) {
             double tmp[MAX_REPEAT];
             memcpy(tmp, r->samples, sizeof(double) * (size_t)r->nsamples);
@@ -927,7 +1023,7 @@ int main(int argc, char** argv) {
         {"file", MT_FLAG_STR, &file, "file to read (default: a temporary pattern file)"},
         {"size", MT_FLAG_SIZE, &size, "bytes to read (default: size of --file, else 256M)"},
         {"mode", MT_FLAG_STR, &mode,
-         "memtier|posix|direct|mmap|fio|fio_buffered|memtier_once|memtier_cached|all (default memtier)"},
+         "memtier|posix|direct|mmap|fio|fio_buffered|memtier_once|memtier_cached|memcpy_floor|all (default memtier)"},
         {"cold", MT_FLAG_BOOL, &cold, "drop the file from the page cache before every run"},
         {"warm", MT_FLAG_BOOL, &warm, "warm page cache (the default for one mode)"},
         {"relaunch", MT_FLAG_BOOL, &relaunch, "measure the relaunch (on with --mode=all)"},

@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/memtier/memtier/runtime/cache"
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/mem"
 	"github.com/memtier/memtier/runtime/source"
 )
 
@@ -81,8 +82,9 @@ func (c *Context) exec(p *plan, dst []byte, nowait bool) (served, error) {
 	if us == nil || nowait {
 		var s served
 		spans := p.list()
+		stream := p.cached >= mem.StreamThreshold
 		for i := range spans {
-			if err := c.execSpan(p.obj, p.off, p.d.Path, &spans[i], dst, nowait, &s); err != nil {
+			if err := c.execSpan(p.obj, p.off, p.d.Path, &spans[i], dst, nowait, stream, &s); err != nil {
 				return s, err
 			}
 		}
@@ -101,10 +103,11 @@ func (c *Context) execParallel(p *plan, us []unit, dst []byte) (served, error) {
 	}
 	defer releaseSpans(spans)
 	f, off, path := p.obj, p.off, p.d.Path
+	stream := p.cached >= mem.StreamThreshold
 	per := make([]served, len(us))
 	err := c.rd.Run(len(us), c.opts.IOThreads, func(k int) error {
 		for i := us[k].a; i < us[k].b; i++ {
-			if err := c.execSpan(f, off, path, &spans[i], dst, false, &per[k]); err != nil {
+			if err := c.execSpan(f, off, path, &spans[i], dst, false, stream, &per[k]); err != nil {
 				return err
 			}
 		}
@@ -122,7 +125,11 @@ func (c *Context) execParallel(p *plan, us []unit, dst []byte) (served, error) {
 var errWouldBlock = errs.New(errs.Busy, "readv", "pages not in the page cache yet")
 
 // execSpan serves one span, adding the bytes it delivered, by path, to *out.
-func (c *Context) execSpan(f source.Object, base uint64, path int, s *span, dst []byte, nowait bool, out *served) error {
+// stream: the plan copies at least mem.StreamThreshold bytes out of the DRAM
+// cache, more than the CPU cache holds, so its block copies bypass the CPU
+// cache (mem.CopyStream: 1 GiB of 64 KiB hits copied at about 2x the speed
+// of plain copy on the build VM, BenchmarkCopyStream).
+func (c *Context) execSpan(f source.Object, base uint64, path int, s *span, dst []byte, nowait, stream bool, out *served) error {
 	var part []byte
 	if dst != nil {
 		part = dst[s.off-base : s.off-base+s.size]
@@ -132,7 +139,11 @@ func (c *Context) execSpan(f source.Object, base uint64, path int, s *span, dst 
 		blk := s.blk
 		bs := c.cache.BlockSize()
 		lo := s.off % bs
-		copy(part, blk.Data()[lo:lo+s.size])
+		if stream && part != nil {
+			mem.CopyStream(part, blk.Data()[lo:lo+s.size])
+		} else {
+			copy(part, blk.Data()[lo:lo+s.size])
+		}
 		s.blk = nil
 		blk.Release()
 		c.st.CacheHits.Add(1)
