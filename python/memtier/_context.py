@@ -21,7 +21,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import _buffers, _chunkio, _constants, _dtypes, _errors, _ffi, _fork, _pickling, _ranges
 from ._buffers import (  # noqa: F401  (re-exported: other modules import them from here)
@@ -255,7 +255,7 @@ class Context:
     """
 
     __slots__ = ("_h", "_pid", "_ffi", "_lib", "_rt", "_fin", "_read_ex", "_readv_c",
-                 "_readv_ex_c", "_fb", "_ca", "__weakref__")
+                 "_readv_ex_c", "_fb", "_ca", "_hid", "_fri", "_frv", "_frt", "__weakref__")
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None, **overrides: Any) -> None:
         self._h = None
@@ -297,6 +297,13 @@ class Context:
         self._readv_c = lib.memtier_readv
         self._readv_ex_c = None  # lib.memtier_readv_ex, looked up on first use (0.3 libraries)
         self._fb = ffi.from_buffer
+        # The compiled fast path (memtier._fastpath), None in ABI mode: it
+        # takes the handle as an int and declines (None) what it does not serve.
+        self._hid = int(ffi.cast("uintptr_t", self._h))
+        fast = rt.fast
+        self._fri: Optional[Callable[..., Any]] = None if fast is None else fast.read_into
+        self._frv: Optional[Callable[..., Any]] = None if fast is None else fast.readv
+        self._frt: Optional[Callable[[Any], Any]] = None if fast is None else fast.ranges_total
         self._fin = _fork.finalizer(self, lib.memtier_finalize, self._h, rt.pid)
 
     # -- lifecycle --------------------------------------------------------
@@ -510,6 +517,17 @@ class Context:
             p = _PATH_CACHE[path]
         except (KeyError, TypeError):
             p = _cpath(path)
+        fri = self._fri
+        if fri is not None:
+            # Compiled: buffer protocol and memtier_read_ex in one C call. None:
+            # declined (anything but a plain host buffer up to CHUNK_BYTES, a
+            # bad offset or flags, an immutable that is not a bool), and the
+            # code below checks and raises exactly as in ABI mode.
+            got: Optional[int] = fri(self._hid, p, offset, buffer, flags, immutable)
+            if got is not None:
+                if got < 0:
+                    self._fail(got, "memtier.read_into", path)
+                return got
         # Inlined fast path of _dest_fast for buffer-protocol types (1: bytearray,
         # memoryview, array.array; 2: numpy.ndarray): one from_buffer does the
         # writable and C-contiguous checks; anything else or any failure: _dest.
@@ -617,6 +635,13 @@ class Context:
                 f"memtier.read: {_fname(path)}: no memory for a {size}-byte result "
                 f"(range [{offset}, {offset + size})); read smaller ranges, or read_into "
                 "a buffer you own") from None
+        fri = self._fri
+        if fri is not None:  # compiled (see read_into); None: declined
+            got: Optional[int] = fri(self._hid, p, offset, buf, flags, False)
+            if got is not None:
+                if got < 0:
+                    self._fail(got, "memtier.read", path)
+                return bytes(buf)
         cd = self._fb(self._ca, buf, True)
         self._read(h, p, offset, cd, size, flags, TARGET_CPU, path, "memtier.read")
         del cd
@@ -686,6 +711,12 @@ class Context:
             flags |= _READ_IMMUTABLE
         if flags:
             flags = _check_off(flags, "flags", 32)
+        frv = self._frv
+        if (frv is not None and type(ranges) is not list and type(ranges) is not tuple
+                and type(out) is not list and type(out) is not tuple):
+            done = self._readv_fast(frv, p, ranges, out, path, flags)
+            if done is not None:
+                return done[0]
         tr = type(ranges)
         if tr is list or tr is tuple:
             if len(ranges) <= _SMALL_READV and type(out) is not list and type(out) is not tuple:
@@ -767,6 +798,34 @@ class Context:
             raise make_error(st, where, detail, strerror=_ffi.strerror(st),
                              filename=_fname(path), index=idx)
         return out
+
+    def _readv_fast(self, frv: Any, p: bytes, ranges: Any, out: Any, path: Any,
+                    flags: int) -> Any:
+        """readv through the compiled module: an (N, 2) int64/uint64 C-contiguous
+        array of at most CHUNK_BYTES in all, into one host buffer (or a new
+        uint8 array when ``out`` is None), the iovec array built in C.
+        Returns ``(out,)``, or None when the module declined (the general
+        path then checks, reads and raises as in ABI mode)."""
+        dest = out
+        if dest is None:
+            frt = self._frt
+            total = None if frt is None else frt(ranges)  # None: ranges the module declines
+            if total is None:
+                return None
+            import numpy as np
+
+            dest = np.empty(total, dtype=np.uint8)
+        r = frv(self._hid, p, ranges, dest, flags)
+        if r is None:
+            return None
+        if r != 0:
+            st, idx = r
+            detail = _ffi.error_texts(st)[1]  # this thread's last error, right after the call
+            index = None if idx < 0 else idx
+            where = "memtier.readv" if index is None else f"memtier.readv: range {index}"
+            raise make_error(st, where, detail, strerror=_ffi.strerror(st),
+                             filename=_fname(path), index=index)
+        return (dest,)
 
     def _readv_call(self, h: Any, p: bytes, iov: Any, n: int, flags: int) -> int:
         """memtier_readv (flags 0) or memtier_readv_ex, target CPU; the status."""
@@ -1135,7 +1194,10 @@ def runtime_info() -> Dict[str, Any]:
         cache budget at init: the smallest cgroup limit of the process, else
         host RAM; 0 = none known) and ``memory_limit_source`` (where it came
         from, e.g. ``"cgroup v2 memory.max at /sys/fs/cgroup/x"`` or
-        ``"host RAM"``).
+        ``"host RAM"``) and ``python_fast_path`` (``"compiled"``: the hot
+        calls ``read_into``, ``read`` and ``readv`` go through the compiled
+        module memtier._fast; else ``"abi: <why>"``, e.g. not built, or
+        ``MEMTIER_PYTHON_FAST=0``: every call in cffi ABI mode, same results).
     """
     ctx = default_context()
     rt = _ffi.runtime()
@@ -1153,4 +1215,5 @@ def runtime_info() -> Dict[str, Any]:
         "pid": rt.pid,
         "gomaxprocs": ctx.config()["gomaxprocs"],
         "torch": _dtypes.torch_module() is not None,
+        "python_fast_path": rt.fast_state,
     }
