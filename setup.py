@@ -244,24 +244,31 @@ class build_ext(_build_ext):
     (no compiler, no Python headers, no cffi) is reported and the build goes
     on: the package then runs in cffi ABI mode only, with the same results."""
 
-    def build_extension(self, ext) -> None:
-        if ext.name != FAST_MODULE:
-            super().build_extension(ext)
-            return
+    def build_extensions(self) -> None:
+        for ext in list(self.extensions):
+            if ext.name != FAST_MODULE:
+                self.build_extension(ext)
+            elif not self._build_fast(ext):
+                # Not built: drop it, so that the in-place copy of an editable
+                # install and the wheel's file list do not look for it.
+                self.extensions.remove(ext)
+
+    def _build_fast(self, ext) -> bool:
         dist = self.distribution
+        dist.memtier_fast = None
         try:
             fb = _fast_builder()
             ext.sources = [fb.emit_c(os.path.join(os.path.abspath(self.build_temp), "memtier_fast",
                                                   "_fast.c"))]
-            super().build_extension(ext)
+            self.build_extension(ext)
         except Exception as e:  # noqa: BLE001 - optional: any failure leaves ABI mode
-            dist.memtier_fast = None
             print(f"memtier: warning: the compiled fast path {FAST_MODULE} was not built "
                   f"({type(e).__name__}: {e}); the package will use cffi ABI mode only "
                   "(same results, more time per call). It needs a C compiler, the Python "
                   "headers (python3-dev) and cffi at build time.", file=sys.stderr)
-            return
+            return False
         dist.memtier_fast = self.get_ext_fullpath(ext.name)
+        return True
 
 
 class build(_build):
