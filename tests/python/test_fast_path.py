@@ -251,6 +251,57 @@ def test_errors_and_results_equal_across_modes(pfile, tmp_path, monkeypatch):
     assert results["abi"][-1] == ("ok", list(pbytes(0, 3) + pbytes(9, 2)))
 
 
+def test_read_into_torch_tensor(ctx, pfile, torch):
+    path = pfile(SIZE)
+    t = torch.zeros(1024, dtype=torch.int32)  # no buffer protocol: the data_ptr path
+    assert ctx.read_into(path, 64, t) == 4096
+    assert t.numpy().tobytes() == pbytes(64, 4096)
+    with pytest.raises(ValueError) as ei:
+        ctx.read_into(path, 0, torch.zeros(4, requires_grad=True))
+    assert str(ei.value).startswith("tensor requires grad")
+
+
+def test_closed_context(mode, pfile):
+    path = pfile(SIZE)
+    c = memtier.Context()
+    c.close()
+    for call in (lambda: c.read_into(path, 0, bytearray(4)), lambda: c.read(path, 0, 4),
+                 lambda: c.readv(path, _ranges([0], [4]))):
+        with pytest.raises(memtier.ClosedError) as ei:
+            call()
+        assert str(ei.value) == ("memtier: the context is closed: context or request is "
+                                 "finalized or unknown")
+
+
+def test_threads_share_a_context(ctx, pfile):
+    import threading
+
+    path = pfile(SIZE)
+    ctx.prefetch(path, 0, SIZE)
+    bad = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        b = np.empty(4096, dtype=np.uint8)
+        for _ in range(300):
+            off = int(rng.integers(0, SIZE - 4096))
+            ctx.read_into(path, off, b)
+            if b.tobytes() != pbytes(off, 4096):
+                bad.append(off)
+            rs = _ranges(rng.integers(0, SIZE - 64, 8), [64] * 8)
+            if ctx.readv(path, rs).tobytes() != _want(rs):
+                bad.append(-1)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert bad == []
+    st = ctx.stats()
+    assert (st.requests, st.cache_hit_requests) == (4 * 300 * 9, 4 * 300 * 9)  # readv: one per range
+
+
 # ---------------------------------------------------------------- read
 
 
