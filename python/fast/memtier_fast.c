@@ -23,12 +23,14 @@
  * wait on a disk or a network for milliseconds.
  */
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "memtier.h"
 
-#define MTF_API_VERSION 1
+#define MTF_API_VERSION 2
 
 typedef __typeof__(memtier_read_ex) mtf_read_ex_fn;
 typedef __typeof__(memtier_readv) mtf_readv_fn;
@@ -38,6 +40,15 @@ static mtf_read_ex_fn* mtf_read_ex;
 static mtf_readv_fn* mtf_readv;
 static mtf_readv_ex_fn* mtf_readv_ex; /* NULL: a library older than 0.3 */
 static uint64_t mtf_chunk;            /* CHUNK_BYTES: larger requests decline */
+/* memtier._paths._PATH_CACHE (str/bytes path -> encoded bytes), set by
+ * set_path_cache(); NULL: read_into declines. */
+static PyObject* mtf_path_cache;
+/* This process: set at bind, reset in a fork child (pthread_atfork), so a
+ * handle made in the parent (its pid passed in) declines in the child and the
+ * Python caller raises ForkError. */
+static long mtf_pid;
+
+static void mtf_after_fork_child(void) { mtf_pid = (long)getpid(); }
 
 /* memtier_readv's element limit (MT_HIT_READV_MAX in capi/hit.h; the C API
  * answers INVALID_ARG above it): such calls decline. */
@@ -124,34 +135,60 @@ bad:
     return -1;
 }
 
-/* read_into(hid, path, offset, buffer, flags, immutable) -> nbytes | status < 0 | None
+/* read_into(hid, pid, path, offset, buffer, flags, immutable)
+ *   -> nbytes | status < 0 | None
  * memtier_read_ex of len(buffer) bytes at offset into buffer (target CPU),
- * with MEMTIER_READ_IMMUTABLE added when immutable is True (anything but
- * True or False declines). None: declined (see the top of this file). */
+ * with MEMTIER_READ_IMMUTABLE added when immutable is True. hid is the
+ * context's handle (0: closed), pid the process that made it, path the
+ * caller's path, looked up in the path cache (its encoded bytes). None:
+ * declined (see the top of this file): also a closed context, another
+ * process, a path not in the cache, an immutable that is not a bool. */
 static PyObject* mtf_py_read_into(PyObject* self, PyObject* const* a, Py_ssize_t na) {
     (void)self;
+    if (na != 7 || (a[6] != Py_True && a[6] != Py_False) || mtf_path_cache == NULL ||
+        !PyLong_CheckExact(a[1]) || PyLong_AsLong(a[1]) != mtf_pid)
+        return mtf_decline();
+    PyObject* path = PyDict_GetItemWithError(mtf_path_cache, a[2]); /* borrowed */
+    if (path == NULL) return mtf_decline();
     memtier_ctx_t* ctx;
     const char* p;
     uint64_t off, flags;
-    if (na != 6 || (a[5] != Py_True && a[5] != Py_False) ||
-        mtf_ctx_path(a[0], a[1], &ctx, &p) < 0 || mtf_u64(a[2], &off) < 0 ||
-        mtf_u64(a[4], &flags) < 0 || flags > UINT32_MAX)
+    if (mtf_ctx_path(a[0], path, &ctx, &p) < 0 || mtf_u64(a[3], &off) < 0 ||
+        mtf_u64(a[5], &flags) < 0 || flags > UINT32_MAX)
         return mtf_decline();
-    if (a[5] == Py_True) flags |= MEMTIER_READ_IMMUTABLE;
+    if (a[6] == Py_True) flags |= MEMTIER_READ_IMMUTABLE;
     Py_buffer b;
-    if (mtf_dest(a[3], &b) < 0) return mtf_decline();
+    if (mtf_dest(a[4], &b) < 0) return mtf_decline();
     const uint64_t n = (uint64_t)b.len;
     if (n > mtf_chunk) { /* split into CHUNK_BYTES calls by the Python caller */
         PyBuffer_Release(&b);
         return mtf_decline();
     }
+    /* Another thread may clear the path cache while the GIL is released:
+     * hold the encoded path for the call. */
+    Py_INCREF(path);
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = mtf_read_ex(ctx, p, off, n, b.buf, MEMTIER_TARGET_CPU, (uint32_t)flags);
     Py_END_ALLOW_THREADS
+    Py_DECREF(path);
     PyBuffer_Release(&b);
     if (rc != MEMTIER_OK) return PyLong_FromLong(rc);
     return PyLong_FromUnsignedLongLong(n);
+}
+
+/* set_path_cache(dict) -> None: the path cache read_into looks paths up in. */
+static PyObject* mtf_py_set_path_cache(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+    (void)self;
+    if (na != 1 || !PyDict_CheckExact(a[0])) {
+        PyErr_SetString(PyExc_TypeError, "set_path_cache(dict)");
+        return NULL;
+    }
+    PyObject* old = mtf_path_cache;
+    Py_INCREF(a[0]);
+    mtf_path_cache = a[0];
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
 }
 
 /* readv(hid, path, ranges, out, flags) -> 0 | (status, index) | None
@@ -242,7 +279,9 @@ static PyObject* mtf_py_ranges_total(PyObject* self, PyObject* const* a, Py_ssiz
 
 static PyMethodDef mtf_methods[] = {
     {"read_into", (PyCFunction)(void (*)(void))mtf_py_read_into, METH_FASTCALL,
-     "read_into(hid, path, offset, buffer, flags, immutable) -> nbytes, status < 0, or None"},
+     "read_into(hid, pid, path, offset, buffer, flags, immutable) -> nbytes, status < 0, or None"},
+    {"set_path_cache", (PyCFunction)(void (*)(void))mtf_py_set_path_cache, METH_FASTCALL,
+     "set_path_cache(dict) -> None: the cache read_into looks paths up in"},
     {"readv", (PyCFunction)(void (*)(void))mtf_py_readv, METH_FASTCALL,
      "readv(hid, path, ranges, out, flags) -> 0, (status, index), or None (declined)"},
     {"ranges_total", (PyCFunction)(void (*)(void))mtf_py_ranges_total, METH_FASTCALL,
@@ -262,6 +301,12 @@ static int mtf_bind(const char* mod, uintptr_t read_ex, uintptr_t readv, uintptr
     mtf_readv = (mtf_readv_fn*)readv;
     mtf_readv_ex = (mtf_readv_ex_fn*)readv_ex;
     mtf_chunk = chunk_bytes;
+    static int atfork_done;
+    mtf_pid = (long)getpid();
+    if (!atfork_done) {
+        if (pthread_atfork(NULL, NULL, mtf_after_fork_child) != 0) return -1;
+        atfork_done = 1;
+    }
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = -1;
     PyObject* m = PyImport_ImportModule(mod); /* imported already: a sys.modules lookup */

@@ -317,6 +317,7 @@ class Context:
         if self._h is None:
             return
         self._h = None
+        self._hid = 0  # the compiled read_into declines: the checks below raise ClosedError
         self._fin()
 
     @property
@@ -510,6 +511,19 @@ class Context:
         string, a bytearray/memoryview/numpy array is taken with one
         ``ffi.from_buffer``, a CPU torch tensor by ``data_ptr()``).
         """
+        fri = self._fri
+        if fri is not None:
+            # Compiled: the handle, process and path-cache checks, the buffer
+            # protocol and memtier_read_ex in one C call. None: declined (a
+            # closed context, a fork child, a path not cached yet, anything but
+            # a plain host buffer up to CHUNK_BYTES, a bad offset or flags, an
+            # immutable that is not a bool), and the code below checks and
+            # raises exactly as in ABI mode.
+            got: Optional[int] = fri(self._hid, self._pid, path, offset, buffer, flags, immutable)
+            if got is not None:
+                if got < 0:
+                    self._fail(got, "memtier.read_into", path)
+                return got
         h = self._h
         if h is None or self._pid != _fork._pid_now:
             h = self._handle()
@@ -517,17 +531,6 @@ class Context:
             p = _PATH_CACHE[path]
         except (KeyError, TypeError):
             p = _cpath(path)
-        fri = self._fri
-        if fri is not None:
-            # Compiled: buffer protocol and memtier_read_ex in one C call. None:
-            # declined (anything but a plain host buffer up to CHUNK_BYTES, a
-            # bad offset or flags, an immutable that is not a bool), and the
-            # code below checks and raises exactly as in ABI mode.
-            got: Optional[int] = fri(self._hid, p, offset, buffer, flags, immutable)
-            if got is not None:
-                if got < 0:
-                    self._fail(got, "memtier.read_into", path)
-                return got
         # Inlined fast path of _dest_fast for buffer-protocol types (1: bytearray,
         # memoryview, array.array; 2: numpy.ndarray): one from_buffer does the
         # writable and C-contiguous checks; anything else or any failure: _dest.
@@ -637,7 +640,7 @@ class Context:
                 "a buffer you own") from None
         fri = self._fri
         if fri is not None:  # compiled (see read_into); None: declined
-            got: Optional[int] = fri(self._hid, p, offset, buf, flags, False)
+            got: Optional[int] = fri(self._hid, self._pid, path, offset, buf, flags, False)
             if got is not None:
                 if got < 0:
                     self._fail(got, "memtier.read", path)

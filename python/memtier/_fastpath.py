@@ -25,11 +25,11 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional, Tuple
 
-from . import _options
+from . import _options, _paths
 
 ENV = "MEMTIER_PYTHON_FAST"
 #: MTF_API_VERSION of python/fast/memtier_fast.c that this module speaks.
-API_VERSION = 1
+API_VERSION = 2
 #: The state string of a bound compiled module.
 COMPILED = "compiled"
 
@@ -82,4 +82,5 @@ def bind(ffi: Any, lib: Any) -> Tuple[Optional[Fast], str]:
                             _address(ffi, lib, "memtier_readv_ex"), _options.CHUNK_BYTES)
     if rc != 0:
         return None, "abi: memtier._fast could not bind the library's entry points"
+    _fast.set_path_cache(_paths._PATH_CACHE)  # read_into looks the caller's path up there
     return Fast(_fast), COMPILED

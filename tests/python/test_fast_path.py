@@ -133,6 +133,19 @@ def test_read_into_empty_and_end_of_file(ctx, pfile):
     assert ctx.read_into(path, SIZE - 10, b) == 10 and bytes(b) == pbytes(SIZE - 10, 10)
 
 
+def test_read_into_path_forms(ctx, pfile):
+    import pathlib
+
+    from memtier import _paths
+
+    path = pfile(SIZE)
+    _paths._PATH_CACHE.clear()  # the first call of a path encodes it (declined, then cached)
+    for form in (path, path, os.fsencode(path), pathlib.Path(path)):
+        b = bytearray(32)
+        assert ctx.read_into(form, 999, b) == 32 and bytes(b) == pbytes(999, 32)
+    assert _paths._PATH_CACHE[path] == os.fsencode(path)
+
+
 def test_read_into_numpy_integer_offset_and_int_flag(ctx, pfile):
     path = pfile(SIZE)
     b = bytearray(16)
@@ -454,9 +467,13 @@ if pid == 0:
                 print(str(e))
                 code = 21
     rt = _ffi.loaded()
-    if rt.fast is not None:  # the C guard, bypassing Python's: MEMTIER_ERR_FORKED
-        if rt.fast.read_into(ctx._hid, path.encode(), 0, b, 0, False) != -14:
+    if rt.fast is not None:
+        # the module's own check: a handle of the parent process declines
+        if rt.fast.read_into(ctx._hid, ctx._pid, path, 0, b, 0, False) is not None:
             code = 30
+        # the C guard, bypassing both: MEMTIER_ERR_FORKED
+        if rt.fast.read_into(ctx._hid, os.getpid(), path, 0, b, 0, False) != -14:
+            code = 31
     os._exit(code)
 _, status = os.waitpid(pid, 0)
 print("child", os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status))
