@@ -7,8 +7,8 @@
  * already opened, so both modes call the same loaded library, and
  * MEMTIER_LIBRARY, the packaged copy and the fork rules work unchanged.
  *
- * mtf_bind() also adds three METH_FASTCALL functions to the module:
- * read_into, readv and ranges_total. They take Python objects (buffers
+ * mtf_bind() also adds METH_FASTCALL functions to the module: read_into,
+ * read, readv, ranges_total and set_path_cache. They take Python objects (buffers
  * through the buffer protocol, numpy (N, 2) arrays through theirs), so a call
  * costs no cffi argument conversion, no ffi.from_buffer cdata and no numpy
  * temporaries. Each one *declines* (returns None, with no exception set and
@@ -30,7 +30,7 @@
 
 #include "memtier.h"
 
-#define MTF_API_VERSION 2
+#define MTF_API_VERSION 3
 
 typedef __typeof__(memtier_read_ex) mtf_read_ex_fn;
 typedef __typeof__(memtier_readv) mtf_readv_fn;
@@ -177,6 +177,42 @@ static PyObject* mtf_py_read_into(PyObject* self, PyObject* const* a, Py_ssize_t
     return PyLong_FromUnsignedLongLong(n);
 }
 
+/* read(hid, pid, path, offset, size, flags, immutable) -> bytes | status < 0 | None
+ * memtier_read_ex of size bytes at offset into a new bytes object (written
+ * before anyone else holds it). The other arguments and declining as
+ * read_into; also a size above CHUNK_BYTES (the caller checks such a range
+ * before it allocates). */
+static PyObject* mtf_py_read(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+    (void)self;
+    if (na != 7 || (a[6] != Py_True && a[6] != Py_False) || mtf_path_cache == NULL ||
+        !PyLong_CheckExact(a[1]) || PyLong_AsLong(a[1]) != mtf_pid)
+        return mtf_decline();
+    PyObject* path = PyDict_GetItemWithError(mtf_path_cache, a[2]); /* borrowed */
+    if (path == NULL) return mtf_decline();
+    memtier_ctx_t* ctx;
+    const char* p;
+    uint64_t off, size, flags;
+    if (mtf_ctx_path(a[0], path, &ctx, &p) < 0 || mtf_u64(a[3], &off) < 0 ||
+        mtf_u64(a[4], &size) < 0 || size > mtf_chunk || mtf_u64(a[5], &flags) < 0 ||
+        flags > UINT32_MAX)
+        return mtf_decline();
+    if (a[6] == Py_True) flags |= MEMTIER_READ_IMMUTABLE;
+    PyObject* out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (out == NULL) return mtf_decline(); /* the caller's path names the size */
+    char* dst = PyBytes_AsString(out);
+    Py_INCREF(path); /* as in read_into */
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mtf_read_ex(ctx, p, off, size, dst, MEMTIER_TARGET_CPU, (uint32_t)flags);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path);
+    if (rc != MEMTIER_OK) {
+        Py_DECREF(out);
+        return PyLong_FromLong(rc);
+    }
+    return out;
+}
+
 /* set_path_cache(dict) -> None: the path cache read_into looks paths up in. */
 static PyObject* mtf_py_set_path_cache(PyObject* self, PyObject* const* a, Py_ssize_t na) {
     (void)self;
@@ -280,6 +316,8 @@ static PyObject* mtf_py_ranges_total(PyObject* self, PyObject* const* a, Py_ssiz
 static PyMethodDef mtf_methods[] = {
     {"read_into", (PyCFunction)(void (*)(void))mtf_py_read_into, METH_FASTCALL,
      "read_into(hid, pid, path, offset, buffer, flags, immutable) -> nbytes, status < 0, or None"},
+    {"read", (PyCFunction)(void (*)(void))mtf_py_read, METH_FASTCALL,
+     "read(hid, pid, path, offset, size, flags, immutable) -> bytes, status < 0, or None"},
     {"set_path_cache", (PyCFunction)(void (*)(void))mtf_py_set_path_cache, METH_FASTCALL,
      "set_path_cache(dict) -> None: the cache read_into looks paths up in"},
     {"readv", (PyCFunction)(void (*)(void))mtf_py_readv, METH_FASTCALL,

@@ -255,7 +255,8 @@ class Context:
     """
 
     __slots__ = ("_h", "_pid", "_ffi", "_lib", "_rt", "_fin", "_read_ex", "_readv_c",
-                 "_readv_ex_c", "_fb", "_ca", "_hid", "_fri", "_frv", "_frt", "__weakref__")
+                 "_readv_ex_c", "_fb", "_ca", "_hid", "_fri", "_frd", "_frv", "_frt",
+                 "__weakref__")
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None, **overrides: Any) -> None:
         self._h = None
@@ -302,6 +303,7 @@ class Context:
         self._hid = int(ffi.cast("uintptr_t", self._h))
         fast = rt.fast
         self._fri: Optional[Callable[..., Any]] = None if fast is None else fast.read_into
+        self._frd: Optional[Callable[..., Any]] = None if fast is None else fast.read
         self._frv: Optional[Callable[..., Any]] = None if fast is None else fast.readv
         self._frt: Optional[Callable[[Any], Any]] = None if fast is None else fast.ranges_total
         self._fin = _fork.finalizer(self, lib.memtier_finalize, self._h, rt.pid)
@@ -619,6 +621,17 @@ class Context:
         ``memtier_explain`` call checks the range first (one more
         ``revalidations`` in the stats).
         """
+        frd = self._frd
+        if frd is not None:
+            # Compiled: the checks of read_into, then memtier_read_ex into a
+            # new bytes object (no bytearray and copy). None: declined (as
+            # read_into; also a size above CHUNK_BYTES), and the code below
+            # checks and raises exactly as in ABI mode.
+            got = frd(self._hid, self._pid, path, offset, size, flags, immutable)
+            if got is not None:
+                if type(got) is int:
+                    self._fail(got, "memtier.read", path)
+                return got  # type: ignore[no-any-return]
         h = self._h
         if h is None or self._pid != _fork._pid_now:
             h = self._handle()
@@ -641,13 +654,6 @@ class Context:
                 f"memtier.read: {_fname(path)}: no memory for a {size}-byte result "
                 f"(range [{offset}, {offset + size})); read smaller ranges, or read_into "
                 "a buffer you own") from None
-        fri = self._fri
-        if fri is not None:  # compiled (see read_into); None: declined
-            got: Optional[int] = fri(self._hid, self._pid, path, offset, buf, flags, False)
-            if got is not None:
-                if got < 0:
-                    self._fail(got, "memtier.read", path)
-                return bytes(buf)
         cd = self._fb(self._ca, buf, True)
         self._read(h, p, offset, cd, size, flags, TARGET_CPU, path, "memtier.read")
         del cd

@@ -29,7 +29,7 @@ from . import _options, _paths
 
 ENV = "MEMTIER_PYTHON_FAST"
 #: MTF_API_VERSION of python/fast/memtier_fast.c that this module speaks.
-API_VERSION = 2
+API_VERSION = 3
 #: The state string of a bound compiled module.
 COMPILED = "compiled"
 
@@ -39,10 +39,11 @@ class Fast:
     arguments and results). Thread safety: they may be called from many
     threads at once; each releases the GIL during its library call."""
 
-    __slots__ = ("read_into", "readv", "ranges_total")
+    __slots__ = ("read_into", "read", "readv", "ranges_total")
 
     def __init__(self, mod: Any) -> None:
         self.read_into: Callable[..., Any] = mod.read_into
+        self.read: Callable[..., Any] = mod.read
         self.readv: Callable[..., Any] = mod.readv
         self.ranges_total: Callable[..., Any] = mod.ranges_total
 

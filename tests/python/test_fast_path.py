@@ -257,6 +257,11 @@ def test_errors_and_results_equal_across_modes(pfile, tmp_path, monkeypatch):
             got.append(outcome(c.read, path, 5, 20))
             got.append(outcome(c.read, path, SIZE - 2, 20))
             got.append(outcome(c.read, path, -1, 2))
+            got.append(outcome(c.read, path, 0, -2))
+            got.append(outcome(c.read, path, 0, 2.0))
+            got.append(outcome(c.read, path, 0, 2, immutable=1))
+            got.append(outcome(c.read, os.path.join(str(tmp_path), "nope"), 0, 0))
+            got.append(outcome(c.read, path, 3, 5, flags=1 << 32))
             got.append(outcome(lambda: c.readv(path, np.array([[0, 3], [SIZE, 1]])).tolist()))
             got.append(outcome(lambda: c.readv(path, np.array([[0, 3], [9, 2]])).tolist()))
         results[m] = got
@@ -321,13 +326,24 @@ def test_threads_share_a_context(ctx, pfile):
 
 def test_read(ctx, pfile):
     path = pfile(SIZE)
-    assert ctx.read(path, 123, 4000) == pbytes(123, 4000)
+    got = ctx.read(path, 123, 4000)
+    assert type(got) is bytes and got == pbytes(123, 4000)
     assert ctx.read(path, 123, 4000, immutable=True) == pbytes(123, 4000)
     assert ctx.read(path, SIZE, 0) == b""
     with pytest.raises(memtier.EndOfFileError) as ei:
         ctx.read(path, SIZE - 1, 2)
     assert str(ei.value) == (f"memtier.read: read {path} at offset 1048575: range [1048575, "
                              "1048577) runs past end of file (size 1048576)")
+
+
+def test_read_above_chunk_bytes(ctx, pfile):
+    path = pfile(70 * MiB, sparse=True)
+    got = ctx.read(path, 1, 65 * MiB)
+    assert type(got) is bytes and got == bytes(65 * MiB)
+    with pytest.raises(memtier.EndOfFileError) as ei:
+        ctx.read(path, 10 * MiB, 65 * MiB)
+    assert str(ei.value) == (f"memtier.read: read {path} at offset 10485760: range [10485760, "
+                             "78643200) runs past end of file (size 73400320)")
 
 
 # ---------------------------------------------------------------- readv
