@@ -8,8 +8,8 @@
  * MEMTIER_LIBRARY, the packaged copy and the fork rules work unchanged.
  *
  * mtf_bind() also adds METH_FASTCALL functions to the module: read_into,
- * read, readv, ranges_total and set_path_cache. They take Python objects (buffers
- * through the buffer protocol, numpy (N, 2) arrays through theirs), so a call
+ * read, readv, ranges_total and set_path_cache. They take Python objects
+ * (buffers through the buffer protocol, numpy (N, 2) arrays through theirs), so a call
  * costs no cffi argument conversion, no ffi.from_buffer cdata and no numpy
  * temporaries. Each one *declines* (returns None, with no exception set and
  * nothing read) when anything is unusual: a wrong type, a negative or huge
@@ -50,8 +50,9 @@ static long mtf_pid;
 
 static void mtf_after_fork_child(void) { mtf_pid = (long)getpid(); }
 
-/* memtier_readv's element limit (MT_HIT_READV_MAX in capi/hit.h; the C API
- * answers INVALID_ARG above it): such calls decline. */
+/* memtier_readv's element limit (include/memtier.h: n above 2^24 is
+ * MEMTIER_ERR_INVALID_ARG): such calls decline, and the Python caller's
+ * general path reports it. */
 #define MTF_READV_MAX (1u << 24)
 /* iovec arrays up to this many elements live on the stack. */
 #define MTF_STACK_IOV 256
