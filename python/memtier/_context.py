@@ -1142,6 +1142,14 @@ def read_into(path: PathType, offset: int, buffer: WritableBuffer, *, flags: int
     """:meth:`Context.read_into` on the default context (same arguments,
     result, errors and thread safety)."""
     c = _default
+    if c is not None:
+        fri = c._fri
+        if fri is not None:  # the compiled call of Context.read_into, one frame less
+            got: Optional[int] = fri(c._hid, c._pid, path, offset, buffer, flags, immutable)
+            if got is not None:
+                if got < 0:
+                    c._fail(got, "memtier.read_into", path)
+                return got
     if c is None or c._h is None or c._pid != _fork._pid_now:
         c = default_context()
     return c.read_into(path, offset, buffer, flags=flags, immutable=immutable)

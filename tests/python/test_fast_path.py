@@ -452,6 +452,38 @@ def test_readv_flags_and_immutable(ctx, pfile):
     assert str(ei.value) == "flags must be in [0, 2**32), got -1"
 
 
+MODULE_LEVEL = """
+import sys, memtier
+path = sys.argv[1]
+b = bytearray(4)
+print(memtier.read_into(path, 1, b), list(b))  # creates the default context
+print(memtier.read_into(path, 2, b, immutable=True), list(b))
+for call in (lambda: memtier.read_into(path, 4094, b), lambda: memtier.read_into(path, 0, b"xy")):
+    try:
+        call()
+    except Exception as e:
+        print(type(e).__name__, e)
+memtier.default_context().close()
+print(memtier.read_into(path, 3, b), list(b))  # a new default context
+print(memtier.runtime_info()["python_fast_path"])
+"""
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_module_level_read_into(run_py, pfile, fast):
+    path = pfile(4096)
+    r = run_py(MODULE_LEVEL, args=(path,), env={"MEMTIER_PYTHON_FAST": fast})
+    assert r.returncode == 0, r.stderr
+    p = list(pbytes(0, 8))
+    assert r.stdout.splitlines() == [
+        f"4 {p[1:5]}", f"4 {p[2:6]}",
+        f"EndOfFileError memtier.read_into: read {path} at offset 4094: range [4094, 4098) "
+        "runs past end of file (size 4096)",
+        "TypeError destination bytes is read-only; pass a writable buffer (bytearray, numpy "
+        "array with writeable=True, ...)",
+        f"4 {p[3:7]}", "compiled" if fast == "1" else "abi: MEMTIER_PYTHON_FAST=0"]
+
+
 # ---------------------------------------------------------------- fork
 
 
@@ -467,6 +499,7 @@ WANT = ("memtier: libmemtier.so was loaded in process %d and this process (%d) i
 ctx = memtier.Context()
 b = bytearray(8)
 assert ctx.read_into(path, 0, b) == 8
+assert memtier.read_into(path, 0, b) == 8  # the default context exists in the parent too
 assert ctx.readv(path, np.array([[0, 2]], dtype=np.int64)).tolist() == [7, 138]
 print(memtier.runtime_info()["python_fast_path"])
 pid = os.fork()
