@@ -16,9 +16,16 @@ the CUDA and GDS backends: libcuda.so.1 and libcufile.so.0 are dlopen'ed at
 run time, so it needs only libc, and on a machine without a GPU a CUDA read
 raises UnsupportedError saying why (``memtier.gpu_info()``).
 
-The package is loaded through cffi in ABI mode, so nothing is compiled against
-CPython: the wheel is tagged ``py3-none-manylinux_<glibc floor>_<arch>``, the
-floor being the newest GLIBC_x.y symbol version the library needs (readelf),
+The package binds the library through cffi. Its hottest calls (``read_into``,
+``read``, ``readv``) also have a compiled path, ``memtier._fast``: a small cffi
+API-mode extension built from python/fast/ (it does not link libmemtier.so; it
+is handed the entry points of the library the ABI-mode loader opened). It is
+optional: when it cannot be built (no C compiler, no Python headers, no cffi
+at build time) the build says why and goes on, and the package runs in ABI
+mode only. With it, the wheel is tagged ``cp311-abi3-manylinux_<glibc
+floor>_<arch>`` (the 3.11 stable ABI; ``cp310-cp310-...`` when built by Python
+3.10), without it ``py3-none-manylinux_<glibc floor>_<arch>``; the floor is the
+newest GLIBC_x.y symbol version the library and the extension need (readelf),
 which is the tag ``auditwheel show`` derives. ``--plat-name`` on bdist_wheel
 overrides it; without readelf the tag is ``linux_<arch>``.
 
@@ -40,8 +47,9 @@ import shutil
 import subprocess
 import sys
 
-from setuptools import Command, Distribution, find_packages, setup
+from setuptools import Command, Distribution, Extension, find_packages, setup
 from setuptools.command.build import build as _build
+from setuptools.command.build_ext import build_ext as _build_ext
 
 try:  # setuptools >= 70.1 ships bdist_wheel itself
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -58,6 +66,8 @@ LIB_SUBDIR = os.path.join("memtier", "_lib")
 #: The library only; the C tests, examples and Python suite are ctest's business.
 CMAKE_DEFINES = ["-DCMAKE_BUILD_TYPE=Release", "-DMEMTIER_BUILD_TESTS=OFF",
                  "-DMEMTIER_BUILD_EXAMPLES=OFF", "-DMEMTIER_PYTHON_TESTS=OFF"]
+FAST_MODULE = "memtier._fast"  # python/fast/build.py: MODULE
+FAST_BUILD = os.path.join(ROOT, "python", "fast", "build.py")
 
 
 def read_version() -> str:
@@ -210,6 +220,57 @@ class build_go(Command):
         return []
 
 
+def _fast_builder():
+    """python/fast/build.py as a module (it imports cffi only when it builds)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("memtier_fast_build", FAST_BUILD)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fast_extension() -> Extension:
+    fb = _fast_builder()
+    # The listed source is the hand-written one (so the sdist carries it);
+    # build_ext swaps in the C file cffi generates from it.
+    return Extension(FAST_MODULE, sources=[os.path.relpath(fb.SOURCE, ROOT)],
+                     **fb.extension_kwargs())
+
+
+class build_ext(_build_ext):
+    """Build memtier._fast, the optional compiled fast path: cffi writes its C
+    source (python/fast/build.py), then setuptools compiles it. A failure
+    (no compiler, no Python headers, no cffi) is reported and the build goes
+    on: the package then runs in cffi ABI mode only, with the same results."""
+
+    def build_extensions(self) -> None:
+        for ext in list(self.extensions):
+            if ext.name != FAST_MODULE:
+                self.build_extension(ext)
+            elif not self._build_fast(ext):
+                # Not built: drop it, so that the in-place copy of an editable
+                # install and the wheel's file list do not look for it.
+                self.extensions.remove(ext)
+
+    def _build_fast(self, ext) -> bool:
+        dist = self.distribution
+        dist.memtier_fast = None
+        try:
+            fb = _fast_builder()
+            ext.sources = [fb.emit_c(os.path.join(os.path.abspath(self.build_temp), "memtier_fast",
+                                                  "_fast.c"))]
+            self.build_extension(ext)
+        except Exception as e:  # noqa: BLE001 - optional: any failure leaves ABI mode
+            print(f"memtier: warning: the compiled fast path {FAST_MODULE} was not built "
+                  f"({type(e).__name__}: {e}); the package will use cffi ABI mode only "
+                  "(same results, more time per call). It needs a C compiler, the Python "
+                  "headers (python3-dev) and cffi at build time.", file=sys.stderr)
+            return False
+        dist.memtier_fast = self.get_ext_fullpath(ext.name)
+        return True
+
+
 class build(_build):
     sub_commands = _build.sub_commands + [("build_go", None)]
 
@@ -244,13 +305,21 @@ class bdist_wheel(_bdist_wheel):
         self.root_is_pure = False
 
     def get_tag(self):
-        _, _, plat = super().get_tag()
+        impl, abi, plat = super().get_tag()
+        fast = getattr(self.distribution, "memtier_fast", None)  # set by build_ext
         if not self.plat_name_supplied and sys.platform.startswith("linux"):
             lib = self.get_finalized_command("build_go")
-            floor = None if lib.editable_mode else glibc_floor(lib._target())
+            floor = None
+            if not lib.editable_mode:
+                floors = [f for f in (glibc_floor(lib._target()), glibc_floor(fast or "")) if f]
+                floor = max(floors) if floors else None
             if floor is not None:
                 plat = f"manylinux_{floor[0]}_{floor[1]}_{platform.machine()}"
-        return "py3", "none", plat
+        if fast is None:
+            return "py3", "none", plat
+        if _fast_builder().limited_api():
+            return _fast_builder().LIMITED_API_TAG, "abi3", plat
+        return impl, abi, plat
 
 
 with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
@@ -278,7 +347,9 @@ setup(
         "Operating System :: POSIX :: Linux",
         "Programming Language :: Go",
     ],
+    ext_modules=[_fast_extension()],
     distclass=BinaryDistribution,
-    cmdclass={"build": build, "build_go": build_go, "bdist_wheel": bdist_wheel},
+    cmdclass={"build": build, "build_go": build_go, "build_ext": build_ext,
+              "bdist_wheel": bdist_wheel},
     options={"build": {"build_base": "build-py"}},
 )

@@ -52,10 +52,15 @@ endif()
 get_filename_component(_wheel_name "${_wheels}" NAME)
 message(STATUS "sdist: ${_sdists}")
 message(STATUS "wheel: ${_wheel_name}")
-if(NOT _wheel_name MATCHES "-py3-none-(manylinux_[0-9]+_[0-9]+_[a-z0-9_]+)\\.whl$")
-  message(FATAL_ERROR "${_wheel_name}: want a py3-none-manylinux_<glibc>_<arch> wheel")
+# cp311-abi3 (cp310-cp310 from Python 3.10): the wheel carries the compiled
+# fast path memtier._fast; a py3-none wheel would mean its build failed and
+# the package fell back to cffi ABI mode only (setup.py then warns).
+if(NOT _wheel_name MATCHES "-(cp311-abi3|cp310-cp310)-(manylinux_[0-9]+_[0-9]+_[a-z0-9_]+)\\.whl$")
+  message(FATAL_ERROR "${_wheel_name}: want a cp311-abi3-manylinux_<glibc>_<arch> wheel (with the "
+                      "compiled memtier._fast; a py3-none wheel means it was not built: see the "
+                      "'memtier: warning' line of the build above)")
 endif()
-set(_tag "${CMAKE_MATCH_1}")
+set(_tag "${CMAKE_MATCH_2}")
 
 execute_process(COMMAND "${PY}" -m auditwheel show "${_wheels}"
   OUTPUT_VARIABLE _show ERROR_VARIABLE _show_err RESULT_VARIABLE _rc)

@@ -3,7 +3,9 @@
 MemTier is a Go runtime (``libmemtier.so``, C API ``include/memtier.h``) that
 reads ranges of model weights, checkpoints, dataset samples or KV blocks with
 parallel ``pread``, ``O_DIRECT`` and a userspace DRAM block cache. This
-package binds it with cffi in ABI mode.
+package binds it with cffi in ABI mode; ``read_into``, ``read`` and ``readv``
+also have a compiled path (``memtier._fast``, cffi API mode), used when the
+install built it (``runtime_info()["python_fast_path"]``).
 
 Quick use::
 

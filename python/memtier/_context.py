@@ -21,7 +21,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import _buffers, _chunkio, _constants, _dtypes, _errors, _ffi, _fork, _pickling, _ranges
 from ._buffers import (  # noqa: F401  (re-exported: other modules import them from here)
@@ -255,7 +255,8 @@ class Context:
     """
 
     __slots__ = ("_h", "_pid", "_ffi", "_lib", "_rt", "_fin", "_read_ex", "_readv_c",
-                 "_readv_ex_c", "_fb", "_ca", "__weakref__")
+                 "_readv_ex_c", "_fb", "_ca", "_hid", "_fri", "_frd", "_frv", "_frt",
+                 "__weakref__")
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None, **overrides: Any) -> None:
         self._h = None
@@ -297,6 +298,14 @@ class Context:
         self._readv_c = lib.memtier_readv
         self._readv_ex_c = None  # lib.memtier_readv_ex, looked up on first use (0.3 libraries)
         self._fb = ffi.from_buffer
+        # The compiled fast path (memtier._fastpath), None in ABI mode: it
+        # takes the handle as an int and declines (None) what it does not serve.
+        self._hid = int(ffi.cast("uintptr_t", self._h))
+        fast = rt.fast
+        self._fri: Optional[Callable[..., Any]] = None if fast is None else fast.read_into
+        self._frd: Optional[Callable[..., Any]] = None if fast is None else fast.read
+        self._frv: Optional[Callable[..., Any]] = None if fast is None else fast.readv
+        self._frt: Optional[Callable[[Any], Any]] = None if fast is None else fast.ranges_total
         self._fin = _fork.finalizer(self, lib.memtier_finalize, self._h, rt.pid)
 
     # -- lifecycle --------------------------------------------------------
@@ -310,6 +319,7 @@ class Context:
         if self._h is None:
             return
         self._h = None
+        self._hid = 0  # the compiled read_into declines: the checks below raise ClosedError
         self._fin()
 
     @property
@@ -498,11 +508,27 @@ class Context:
         is delivered between them; an interrupted read leaves the buffer
         partly written. Thread-safe; the GIL is released while reading.
 
-        Hot path: a small read costs one ``memtier_read_ex`` call plus a few
-        hundred nanoseconds of Python (the encoded path is cached per path
-        string, a bytearray/memoryview/numpy array is taken with one
-        ``ffi.from_buffer``, a CPU torch tensor by ``data_ptr()``).
+        Hot path: with the compiled fast path (``memtier._fast``; see
+        :func:`runtime_info`) a read into a buffer-protocol object of at most
+        :data:`CHUNK_BYTES` is one C call that takes the buffer, looks the
+        encoded path up in the path cache and calls ``memtier_read_ex``: about
+        0.1-0.2 us on top of the library call. Otherwise (ABI mode, torch
+        tensors by ``data_ptr()``, larger reads) one ``ffi.from_buffer`` and
+        cffi ABI-mode call per piece: about 1.5 us of Python per small read.
         """
+        fri = self._fri
+        if fri is not None:
+            # Compiled: the handle, process and path-cache checks, the buffer
+            # protocol and memtier_read_ex in one C call. None: declined (a
+            # closed context, a fork child, a path not cached yet, anything but
+            # a plain host buffer up to CHUNK_BYTES, a bad offset or flags, an
+            # immutable that is not a bool), and the code below checks and
+            # raises exactly as in ABI mode.
+            got: Optional[int] = fri(self._hid, self._pid, path, offset, buffer, flags, immutable)
+            if got is not None:
+                if got < 0:
+                    self._fail(got, "memtier.read_into", path)
+                return got
         h = self._h
         if h is None or self._pid != _fork._pid_now:
             h = self._handle()
@@ -595,6 +621,17 @@ class Context:
         ``memtier_explain`` call checks the range first (one more
         ``revalidations`` in the stats).
         """
+        frd = self._frd
+        if frd is not None:
+            # Compiled: the checks of read_into, then memtier_read_ex into a
+            # new bytes object (no bytearray and copy). None: declined (as
+            # read_into; also a size above CHUNK_BYTES), and the code below
+            # checks and raises exactly as in ABI mode.
+            got = frd(self._hid, self._pid, path, offset, size, flags, immutable)
+            if got is not None:
+                if type(got) is int:
+                    self._fail(got, "memtier.read", path)
+                return got  # type: ignore[no-any-return]
         h = self._h
         if h is None or self._pid != _fork._pid_now:
             h = self._handle()
@@ -686,6 +723,12 @@ class Context:
             flags |= _READ_IMMUTABLE
         if flags:
             flags = _check_off(flags, "flags", 32)
+        frv = self._frv
+        if (frv is not None and type(ranges) is not list and type(ranges) is not tuple
+                and type(out) is not list and type(out) is not tuple):
+            done = self._readv_fast(frv, p, ranges, out, path, flags)
+            if done is not None:
+                return done[0]
         tr = type(ranges)
         if tr is list or tr is tuple:
             if len(ranges) <= _SMALL_READV and type(out) is not list and type(out) is not tuple:
@@ -767,6 +810,34 @@ class Context:
             raise make_error(st, where, detail, strerror=_ffi.strerror(st),
                              filename=_fname(path), index=idx)
         return out
+
+    def _readv_fast(self, frv: Any, p: bytes, ranges: Any, out: Any, path: Any,
+                    flags: int) -> Any:
+        """readv through the compiled module: an (N, 2) int64/uint64 C-contiguous
+        array of at most CHUNK_BYTES in all, into one host buffer (or a new
+        uint8 array when ``out`` is None), the iovec array built in C.
+        Returns ``(out,)``, or None when the module declined (the general
+        path then checks, reads and raises as in ABI mode)."""
+        dest = out
+        if dest is None:
+            frt = self._frt
+            total = None if frt is None else frt(ranges)  # None: ranges the module declines
+            if total is None:
+                return None
+            import numpy as np
+
+            dest = np.empty(total, dtype=np.uint8)
+        r = frv(self._hid, p, ranges, dest, flags)
+        if r is None:
+            return None
+        if r != 0:
+            st, idx = r
+            detail = _ffi.error_texts(st)[1]  # this thread's last error, right after the call
+            index = None if idx < 0 else idx
+            where = "memtier.readv" if index is None else f"memtier.readv: range {index}"
+            raise make_error(st, where, detail, strerror=_ffi.strerror(st),
+                             filename=_fname(path), index=index)
+        return (dest,)
 
     def _readv_call(self, h: Any, p: bytes, iov: Any, n: int, flags: int) -> int:
         """memtier_readv (flags 0) or memtier_readv_ex, target CPU; the status."""
@@ -1071,6 +1142,14 @@ def read_into(path: PathType, offset: int, buffer: WritableBuffer, *, flags: int
     """:meth:`Context.read_into` on the default context (same arguments,
     result, errors and thread safety)."""
     c = _default
+    if c is not None:
+        fri = c._fri
+        if fri is not None:  # the compiled call of Context.read_into, one frame less
+            got: Optional[int] = fri(c._hid, c._pid, path, offset, buffer, flags, immutable)
+            if got is not None:
+                if got < 0:
+                    c._fail(got, "memtier.read_into", path)
+                return got
     if c is None or c._h is None or c._pid != _fork._pid_now:
         c = default_context()
     return c.read_into(path, offset, buffer, flags=flags, immutable=immutable)
@@ -1135,7 +1214,10 @@ def runtime_info() -> Dict[str, Any]:
         cache budget at init: the smallest cgroup limit of the process, else
         host RAM; 0 = none known) and ``memory_limit_source`` (where it came
         from, e.g. ``"cgroup v2 memory.max at /sys/fs/cgroup/x"`` or
-        ``"host RAM"``).
+        ``"host RAM"``) and ``python_fast_path`` (``"compiled"``: the hot
+        calls ``read_into``, ``read`` and ``readv`` go through the compiled
+        module memtier._fast; else ``"abi: <why>"``, e.g. not built, or
+        ``MEMTIER_PYTHON_FAST=0``: every call in cffi ABI mode, same results).
     """
     ctx = default_context()
     rt = _ffi.runtime()
@@ -1153,4 +1235,5 @@ def runtime_info() -> Dict[str, Any]:
         "pid": rt.pid,
         "gomaxprocs": ctx.config()["gomaxprocs"],
         "torch": _dtypes.torch_module() is not None,
+        "python_fast_path": rt.fast_state,
     }

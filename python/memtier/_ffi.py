@@ -1,5 +1,10 @@
 """cffi (ABI mode) binding of libmemtier.so: the cdef and the lazy loader.
 
+The hottest calls also have a compiled path (:mod:`memtier._fastpath`: a
+cffi API-mode module given this loader's library), bound here when the
+library is loaded; ABI mode serves everything else, and everything when the
+compiled module is absent.
+
 Nothing here runs at ``import memtier``: the cdef is parsed and the library is
 opened on the first call that needs them, once per process. The Go runtime
 inside libmemtier.so starts threads when the library is loaded and does not
@@ -21,7 +26,7 @@ import os
 import threading
 from typing import Any, List, Optional, Tuple
 
-from . import _cdef, _constants, _errors, _limits
+from . import _cdef, _constants, _errors, _fastpath, _limits
 
 #: Version of this package: MEMTIER_VERSION_STRING of the header it was
 #: generated from (tools/mtgen writes _constants.py from include/memtier.h).
@@ -42,7 +47,7 @@ _runtime: "Optional[Runtime]" = None
 class Runtime:
     """The loaded library of this process (internal; never exposed as cdata)."""
 
-    __slots__ = ("ffi", "lib", "path", "pid", "version", "version_number")
+    __slots__ = ("ffi", "lib", "path", "pid", "version", "version_number", "fast", "fast_state")
 
     def __init__(self, ffi: Any, lib: Any, path: str, pid: int) -> None:
         self.ffi = ffi
@@ -51,6 +56,8 @@ class Runtime:
         self.pid = pid
         self.version = ffi.string(lib.memtier_version()).decode("ascii", "replace")
         self.version_number = int(lib.memtier_version_number())
+        #: The compiled fast path (memtier._fastpath.Fast) or None, and why.
+        self.fast, self.fast_state = _fastpath.bind(ffi, lib)
 
 
 def get_ffi() -> Any:

@@ -21,6 +21,7 @@ var OtherVars = []OtherVar{
 	{"MEMTIER_CUFILE_LIBRARY", "gpu: libcufile to dlopen"},
 	{"MEMTIER_LIBRARY", "python/memtier/_ffi.py: libmemtier.so to load"},
 	{"MEMTIER_PY_FORCE_NO_TORCH", "python/memtier/_dtypes.py: act as if torch were not installed"},
+	{"MEMTIER_PYTHON_FAST", "python/memtier/_fastpath.py: 0 turns the compiled fast path (memtier._fast) off: cffi ABI mode only"},
 	{"MEMTIER_GO", "setup.py: the go command"},
 	{"MEMTIER_PREBUILT_LIBRARY", "setup.py: package this libmemtier.so instead of building"},
 	{"MEMTIER_EXPERIMENT_DIR", "scripts/run_main.sh, examples: experiment file directory"},

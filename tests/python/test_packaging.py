@@ -137,12 +137,19 @@ def wheel(source_copy, tmp_path_factory):
 def test_w1_wheel_contents_and_tags(wheel):
     name = os.path.basename(wheel)
     # manylinux_<glibc floor of the library>_<arch> (setup.py reads it with readelf)
-    m = re.fullmatch(rf"memtier-{re.escape(memtier.__version__)}-py3-none-(manylinux_2_\d+_x86_64)\.whl", name)
+    # cp311-abi3: the wheel carries the compiled fast path memtier._fast, built
+    # against the 3.11 stable ABI (cp310-cp310 when built by Python 3.10); a
+    # build that silently fell back to ABI mode only would be py3-none.
+    m = re.fullmatch(rf"memtier-{re.escape(memtier.__version__)}-(cp311-abi3|cp310-cp310)-"
+                     r"(manylinux_2_\d+_x86_64)\.whl", name)
     assert m, name
-    tag = m.group(1)
+    py_tag, tag = m.group(1), m.group(2)
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         assert "memtier/_lib/libmemtier.so" in names
+        fast = "memtier/_fast.abi3.so" if py_tag == "cp311-abi3" else \
+            "memtier/_fast.cpython-310-x86_64-linux-gnu.so"
+        assert fast in names, sorted(n for n in names if n.endswith(".so"))
         assert "memtier/py.typed" in names
         for mod in ("__init__", "_ffi", "_errors", "_context", "_tensor", "_dtypes"):
             assert f"memtier/{mod}.py" in names
@@ -152,7 +159,7 @@ def test_w1_wheel_contents_and_tags(wheel):
         meta = z.read(f"{info}/METADATA").decode()
         so = z.read("memtier/_lib/libmemtier.so")
     assert "Root-Is-Purelib: false" in wheel_meta
-    assert f"Tag: py3-none-{tag}" in wheel_meta
+    assert f"Tag: {py_tag}-{tag}" in wheel_meta
     assert "Requires-Python: >=3.10" in meta
     assert re.search(r"^Requires-Dist: cffi", meta, re.M)
     assert re.search(r"^Requires-Dist: numpy", meta, re.M)
@@ -183,11 +190,14 @@ def test_w1_wheel_contents_and_tags(wheel):
         z.extractall(site)
     env = dict(os.environ, PYTHONPATH=site, MEMTIER_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
     env.pop("MEMTIER_LIBRARY", None)
-    r = subprocess.run([sys.executable, "-c", "import memtier; print(memtier.gpu_info())"],
+    env.pop("MEMTIER_PYTHON_FAST", None)
+    r = subprocess.run([sys.executable, "-c", "import memtier; print(memtier.gpu_info()); "
+                        "print('fast:', memtier.runtime_info()['python_fast_path'])"],
                        capture_output=True, text=True, env=env, cwd=site, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "build_tags: [cuda gds]" in r.stdout, r.stdout
     assert "cuda: GPU target unavailable" in r.stdout, r.stdout
+    assert "fast: compiled\n" in r.stdout, r.stdout  # the wheel's memtier._fast loads and binds
 
 
 @pytest.mark.slow

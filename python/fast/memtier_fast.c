@@ -1,0 +1,362 @@
+/* memtier._fast: the compiled fast path of the Python package's hottest calls.
+ *
+ * Built by cffi in API (out-of-line) mode from python/fast/build.py; the text
+ * below is the module's set_source() preamble. It does not link libmemtier.so:
+ * memtier._fastpath hands it the addresses of memtier_read_ex, memtier_readv
+ * and memtier_readv_ex of the library the ABI-mode loader (memtier._ffi)
+ * already opened, so both modes call the same loaded library, and
+ * MEMTIER_LIBRARY, the packaged copy and the fork rules work unchanged.
+ *
+ * mtf_bind() also adds METH_FASTCALL functions to the module: read_into,
+ * read, readv, ranges_total and set_path_cache. They take Python objects
+ * (buffers through the buffer protocol, numpy (N, 2) arrays through theirs), so a call
+ * costs no cffi argument conversion, no ffi.from_buffer cdata and no numpy
+ * temporaries. Each one *declines* (returns None, with no exception set and
+ * nothing read) when anything is unusual: a wrong type, a negative or huge
+ * value, a read-only, non-contiguous or object-holding buffer, a request
+ * above the batch limit. The Python caller then takes its general path,
+ * which raises the precise error or handles the case, so errors are the
+ * same in both modes by construction.
+ *
+ * The GIL is released around every library call: a DRAM-cache hit never
+ * blocks, but whether a call is a hit is known only inside it, and a miss may
+ * wait on a disk or a network for milliseconds.
+ */
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "memtier.h"
+
+#define MTF_API_VERSION 3
+
+typedef __typeof__(memtier_read_ex) mtf_read_ex_fn;
+typedef __typeof__(memtier_readv) mtf_readv_fn;
+typedef __typeof__(memtier_readv_ex) mtf_readv_ex_fn;
+
+static mtf_read_ex_fn* mtf_read_ex;
+static mtf_readv_fn* mtf_readv;
+static mtf_readv_ex_fn* mtf_readv_ex; /* NULL: a library older than 0.3 */
+static uint64_t mtf_chunk;            /* CHUNK_BYTES: larger requests decline */
+/* memtier._paths._PATH_CACHE (str/bytes path -> encoded bytes), set by
+ * set_path_cache(); NULL: read_into declines. */
+static PyObject* mtf_path_cache;
+/* This process: set at bind, reset in a fork child (pthread_atfork), so a
+ * handle made in the parent (its pid passed in) declines in the child and the
+ * Python caller raises ForkError. */
+static long mtf_pid;
+
+static void mtf_after_fork_child(void) { mtf_pid = (long)getpid(); }
+
+/* memtier_readv's element limit (include/memtier.h: n above 2^24 is
+ * MEMTIER_ERR_INVALID_ARG): such calls decline, and the Python caller's
+ * general path reports it. */
+#define MTF_READV_MAX (1u << 24)
+/* iovec arrays up to this many elements live on the stack. */
+#define MTF_STACK_IOV 256
+
+static int mtf_api_version(void) { return MTF_API_VERSION; }
+
+static PyObject* mtf_decline(void) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+/* An unsigned 64-bit integer argument: an int, or an object with __index__
+ * (numpy integers). -1 (exception set) for anything else or out of range. */
+static int mtf_u64(PyObject* o, uint64_t* out) {
+    unsigned long long v;
+    if (PyLong_CheckExact(o)) {
+        v = PyLong_AsUnsignedLongLong(o);
+    } else {
+        PyObject* i = PyNumber_Index(o);
+        if (i == NULL) return -1;
+        v = PyLong_AsUnsignedLongLong(i);
+        Py_DECREF(i);
+    }
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* The context handle (an int: the memtier_ctx_t* value) and the encoded path
+ * (exact bytes, NUL-free: memtier._paths made it). */
+static int mtf_ctx_path(PyObject* hid, PyObject* path, memtier_ctx_t** ctx, const char** p) {
+    if (!PyLong_CheckExact(hid) || !PyBytes_CheckExact(path)) return -1;
+    void* h = PyLong_AsVoidPtr(hid);
+    if (h == NULL) return -1;
+    char* s = PyBytes_AsString(path);
+    if (s == NULL) return -1;
+    *ctx = (memtier_ctx_t*)h;
+    *p = s;
+    return 0;
+}
+
+/* A writable C-contiguous host buffer whose items are not Python objects
+ * (an "O" item would then hold file bytes as PyObject pointers). */
+static int mtf_dest(PyObject* obj, Py_buffer* b) {
+    if (PyObject_GetBuffer(obj, b, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (b->format != NULL && strchr(b->format, 'O') != NULL) {
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
+}
+
+/* An (N, 2) C-contiguous array of native 8-byte integers (int64 or uint64),
+ * N >= 1, every value below 2**63, the sizes summing to at most mtf_chunk.
+ * Returns 0 with the buffer held, N and the total; -1 otherwise. */
+static int mtf_ranges(PyObject* obj, Py_buffer* b, size_t* n, uint64_t* total) {
+    if (PyObject_GetBuffer(obj, b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    const char* f = b->format != NULL ? b->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<') f++; /* native order (x86-64, arm64: little) */
+    const int ok_fmt = (f[0] == 'q' || f[0] == 'Q' || f[0] == 'l' || f[0] == 'L') && f[1] == 0;
+    if (!ok_fmt || b->itemsize != 8 || b->ndim != 2 || b->shape == NULL || b->shape[1] != 2 ||
+        b->shape[0] < 1 || (uint64_t)b->shape[0] > MTF_READV_MAX) {
+        PyBuffer_Release(b);
+        return -1;
+    }
+    const uint64_t* v = (const uint64_t*)b->buf;
+    const size_t rows = (size_t)b->shape[0];
+    uint64_t sum = 0;
+    for (size_t k = 0; k < rows; k++) {
+        const uint64_t off = v[2 * k], size = v[2 * k + 1];
+        if ((off | size) >> 63) goto bad; /* negative, or 2**63 or more */
+        sum += size;                      /* no wrap: sum <= mtf_chunk before, size < 2**63 */
+        if (sum > mtf_chunk) goto bad;
+    }
+    *n = rows;
+    *total = sum;
+    return 0;
+bad:
+    PyBuffer_Release(b);
+    return -1;
+}
+
+/* read_into(hid, pid, path, offset, buffer, flags, immutable)
+ *   -> nbytes | status < 0 | None
+ * memtier_read_ex of len(buffer) bytes at offset into buffer (target CPU),
+ * with MEMTIER_READ_IMMUTABLE added when immutable is True. hid is the
+ * context's handle (0: closed), pid the process that made it, path the
+ * caller's path, looked up in the path cache (its encoded bytes). None:
+ * declined (see the top of this file): also a closed context, another
+ * process, a path not in the cache, an immutable that is not a bool. */
+static PyObject* mtf_py_read_into(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+    (void)self;
+    if (na != 7 || (a[6] != Py_True && a[6] != Py_False) || mtf_path_cache == NULL ||
+        !PyLong_CheckExact(a[1]) || PyLong_AsLong(a[1]) != mtf_pid)
+        return mtf_decline();
+    PyObject* path = PyDict_GetItemWithError(mtf_path_cache, a[2]); /* borrowed */
+    if (path == NULL) return mtf_decline();
+    memtier_ctx_t* ctx;
+    const char* p;
+    uint64_t off, flags;
+    if (mtf_ctx_path(a[0], path, &ctx, &p) < 0 || mtf_u64(a[3], &off) < 0 ||
+        mtf_u64(a[5], &flags) < 0 || flags > UINT32_MAX)
+        return mtf_decline();
+    if (a[6] == Py_True) flags |= MEMTIER_READ_IMMUTABLE;
+    Py_buffer b;
+    if (mtf_dest(a[4], &b) < 0) return mtf_decline();
+    const uint64_t n = (uint64_t)b.len;
+    if (n > mtf_chunk) { /* split into CHUNK_BYTES calls by the Python caller */
+        PyBuffer_Release(&b);
+        return mtf_decline();
+    }
+    /* Another thread may clear the path cache while the GIL is released:
+     * hold the encoded path for the call. */
+    Py_INCREF(path);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mtf_read_ex(ctx, p, off, n, b.buf, MEMTIER_TARGET_CPU, (uint32_t)flags);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path);
+    PyBuffer_Release(&b);
+    if (rc != MEMTIER_OK) return PyLong_FromLong(rc);
+    return PyLong_FromUnsignedLongLong(n);
+}
+
+/* read(hid, pid, path, offset, size, flags, immutable) -> bytes | status < 0 | None
+ * memtier_read_ex of size bytes at offset into a new bytes object (written
+ * before anyone else holds it). The other arguments and declining as
+ * read_into; also a size above CHUNK_BYTES (the caller checks such a range
+ * before it allocates). */
+static PyObject* mtf_py_read(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+    (void)self;
+    if (na != 7 || (a[6] != Py_True && a[6] != Py_False) || mtf_path_cache == NULL ||
+        !PyLong_CheckExact(a[1]) || PyLong_AsLong(a[1]) != mtf_pid)
+        return mtf_decline();
+    PyObject* path = PyDict_GetItemWithError(mtf_path_cache, a[2]); /* borrowed */
+    if (path == NULL) return mtf_decline();
+    memtier_ctx_t* ctx;
+    const char* p;
+    uint64_t off, size, flags;
+    if (mtf_ctx_path(a[0], path, &ctx, &p) < 0 || mtf_u64(a[3], &off) < 0 ||
+        mtf_u64(a[4], &size) < 0 || size > mtf_chunk || mtf_u64(a[5], &flags) < 0 ||
+        flags > UINT32_MAX)
+        return mtf_decline();
+    if (a[6] == Py_True) flags |= MEMTIER_READ_IMMUTABLE;
+    PyObject* out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (out == NULL) return mtf_decline(); /* the caller's path names the size */
+    char* dst = PyBytes_AsString(out);
+    Py_INCREF(path); /* as in read_into */
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mtf_read_ex(ctx, p, off, size, dst, MEMTIER_TARGET_CPU, (uint32_t)flags);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path);
+    if (rc != MEMTIER_OK) {
+        Py_DECREF(out);
+        return PyLong_FromLong(rc);
+    }
+    return out;
+}
+
+/* set_path_cache(dict) -> None: the path cache read_into looks paths up in. */
+static PyObject* mtf_py_set_path_cache(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+    (void)self;
+    if (na != 1 || !PyDict_CheckExact(a[0])) {
+        PyErr_SetString(PyExc_TypeError, "set_path_cache(dict)");
+        return NULL;
+    }
+    PyObject* old = mtf_path_cache;
+    Py_INCREF(a[0]);
+    mtf_path_cache = a[0];
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+/* readv(hid, path, ranges, out, flags) -> 0 | (status, index) | None
+ * memtier_readv_ex of the (N, 2) ranges into out, range k at the sum of the
+ * sizes before it (target CPU). On failure: the status and index of the
+ * lowest failed element, or (status, -1) for a call-level failure. */
+static PyObject* mtf_py_readv(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+    (void)self;
+    memtier_ctx_t* ctx;
+    const char* p;
+    uint64_t flags;
+    if (na != 5 || mtf_ctx_path(a[0], a[1], &ctx, &p) < 0 || mtf_u64(a[4], &flags) < 0 ||
+        flags > UINT32_MAX || (flags != 0 && mtf_readv_ex == NULL))
+        return mtf_decline();
+    Py_buffer r, o;
+    size_t n;
+    uint64_t total;
+    if (mtf_ranges(a[2], &r, &n, &total) < 0) return mtf_decline();
+    if (mtf_dest(a[3], &o) < 0) {
+        PyBuffer_Release(&r);
+        return mtf_decline();
+    }
+    if ((uint64_t)o.len < total) {
+        PyBuffer_Release(&o);
+        PyBuffer_Release(&r);
+        return mtf_decline();
+    }
+    memtier_iovec_t stack[MTF_STACK_IOV];
+    memtier_iovec_t* iov = stack;
+    if (n > MTF_STACK_IOV) {
+        iov = PyMem_Malloc(n * sizeof *iov);
+        if (iov == NULL) {
+            PyBuffer_Release(&o);
+            PyBuffer_Release(&r);
+            return PyErr_NoMemory();
+        }
+    }
+    const uint64_t* v = (const uint64_t*)r.buf;
+    char* dst = (char*)o.buf;
+    uint64_t pos = 0;
+    for (size_t k = 0; k < n; k++) {
+        iov[k].offset = v[2 * k];
+        iov[k].size = v[2 * k + 1];
+        iov[k].dst = dst + pos;
+        iov[k].path = NULL;
+        iov[k].result = 0;
+        pos += v[2 * k + 1];
+    }
+    PyBuffer_Release(&r);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    if (mtf_readv_ex != NULL)
+        rc = mtf_readv_ex(ctx, p, iov, n, MEMTIER_TARGET_CPU, (uint32_t)flags);
+    else
+        rc = mtf_readv(ctx, p, iov, n, MEMTIER_TARGET_CPU);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&o);
+    PyObject* res;
+    if (rc == MEMTIER_OK) {
+        res = PyLong_FromLong(0);
+    } else {
+        long st = rc;
+        Py_ssize_t idx = -1;
+        for (size_t k = 0; k < n; k++) {
+            if (iov[k].result < 0) {
+                st = (long)iov[k].result;
+                idx = (Py_ssize_t)k;
+                break;
+            }
+        }
+        res = Py_BuildValue("(ln)", st, idx);
+    }
+    if (iov != stack) PyMem_Free(iov);
+    return res;
+}
+
+/* ranges_total(ranges) -> total bytes | None: what readv would read (None:
+ * readv would decline these ranges). */
+static PyObject* mtf_py_ranges_total(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+    (void)self;
+    Py_buffer r;
+    size_t n;
+    uint64_t total;
+    if (na != 1 || mtf_ranges(a[0], &r, &n, &total) < 0) return mtf_decline();
+    PyBuffer_Release(&r);
+    return PyLong_FromUnsignedLongLong(total);
+}
+
+static PyMethodDef mtf_methods[] = {
+    {"read_into", (PyCFunction)(void (*)(void))mtf_py_read_into, METH_FASTCALL,
+     "read_into(hid, pid, path, offset, buffer, flags, immutable) -> nbytes, status < 0, or None"},
+    {"read", (PyCFunction)(void (*)(void))mtf_py_read, METH_FASTCALL,
+     "read(hid, pid, path, offset, size, flags, immutable) -> bytes, status < 0, or None"},
+    {"set_path_cache", (PyCFunction)(void (*)(void))mtf_py_set_path_cache, METH_FASTCALL,
+     "set_path_cache(dict) -> None: the cache read_into looks paths up in"},
+    {"readv", (PyCFunction)(void (*)(void))mtf_py_readv, METH_FASTCALL,
+     "readv(hid, path, ranges, out, flags) -> 0, (status, index), or None (declined)"},
+    {"ranges_total", (PyCFunction)(void (*)(void))mtf_py_ranges_total, METH_FASTCALL,
+     "ranges_total(ranges) -> total bytes of an (N, 2) int64/uint64 array, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* mtf_bind: take the library's entry points (addresses of its functions; 0
+ * for readv_ex when the library lacks it) and the batch limit, and add the
+ * functions above to the module named mod (once). 0 on success, -1 when
+ * read_ex or readv is 0 or the module cannot be found. cffi releases the GIL
+ * around this call; the module edit takes it back. */
+static int mtf_bind(const char* mod, uintptr_t read_ex, uintptr_t readv, uintptr_t readv_ex,
+                    uint64_t chunk_bytes) {
+    if (read_ex == 0 || readv == 0 || chunk_bytes == 0) return -1;
+    mtf_read_ex = (mtf_read_ex_fn*)read_ex;
+    mtf_readv = (mtf_readv_fn*)readv;
+    mtf_readv_ex = (mtf_readv_ex_fn*)readv_ex;
+    mtf_chunk = chunk_bytes;
+    static int atfork_done;
+    mtf_pid = (long)getpid();
+    if (!atfork_done) {
+        if (pthread_atfork(NULL, NULL, mtf_after_fork_child) != 0) return -1;
+        atfork_done = 1;
+    }
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = -1;
+    PyObject* m = PyImport_ImportModule(mod); /* imported already: a sys.modules lookup */
+    if (m != NULL) {
+        if (PyObject_HasAttrString(m, "read_into"))
+            rc = 0;
+        else
+            rc = PyModule_AddFunctions(m, mtf_methods);
+        Py_DECREF(m);
+    }
+    if (rc != 0) PyErr_Clear();
+    PyGILState_Release(g);
+    return rc;
+}
