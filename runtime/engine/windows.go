@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/memtier/memtier/runtime/diskcache"
 	"github.com/memtier/memtier/runtime/remote"
@@ -52,12 +53,20 @@ func gcd(a, b uint64) uint64 {
 
 // fillWindows reads into the DRAM cache the windows of f (a remote object)
 // that hold the chunks idx, when there is a DRAM cache; a no-op for a local
-// file. Below a disk cache, a window whose blocks are all on disk is
-// skipped: its samples are read from the disk tier (sampleFlags), as a
-// local shard's are from the page cache, with no DRAM admission. Errors are
-// left to the samples' own reads, which meet them again and report them
-// per sample.
-func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int) {
+// file. Below a disk cache each window is looked up in the disk tier first
+// (Peek), and it is read into DRAM only from there, as a first load of an
+// object is (walk.go fillRun): a window with a block the tier lacks is
+// fetched into the disk tier only (fetchWindow), a window with a block
+// still in the write-behind queue, or any window during the first pass
+// that fetched the object (admitDisk false, samplePass), is left alone, and
+// its samples are read from the tier (sampleFlags: no DRAM admission), so a
+// first epoch holds no DRAM-cache copy of what the disk tier is about to
+// hold; otherwise a window whose blocks are all on disk is read into DRAM
+// from there when the DRAM cache has room for it without evicting, so the
+// next epoch is DRAM hits (a dataset larger than the room is served from
+// the disk tier, never cycled through DRAM). Errors are left to the samples' own reads, which
+// meet them again and report them per sample.
+func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int, admitDisk bool) {
 	ro, remoteObj := f.(*remote.Object)
 	if !remoteObj || c.cache == nil || len(idx) == 0 {
 		return
@@ -77,13 +86,59 @@ func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int) {
 		lo := wins[k]
 		n := min(W, size-lo)
 		if disk != nil {
-			if pk, ok := disk.Peek(ro, lo, n); ok && pk.MissBlocks == 0 {
-				return nil
+			if pk, ok := disk.Peek(ro, lo, n); ok {
+				switch {
+				case pk.MissBlocks > 0:
+					fetchWindow(disk, ro, lo, n)
+					return nil
+				case pk.PendingBlocks > 0 || !admitDisk:
+					return nil
+				case c.windowCached(f, lo, n):
+					return nil
+				case c.cache.Resident()+n > c.cache.Budget():
+					return nil // no room: the samples are read from the disk tier
+				}
 			}
 		}
 		_, _ = c.serve(f, lo, n, nil, 0, true)
 		return nil
 	})
+}
+
+// windowScratch holds the buffers fetchWindow reads windows into.
+var windowScratch sync.Pool
+
+// fetchWindow reads [lo, lo+n) of ro through the disk tier into a scratch
+// buffer, which fetches the blocks the tier lacks (one ranged GET each)
+// and queues them for the disk; the bytes are then read from the tier by
+// the samples. Its error is left to them.
+func fetchWindow(disk *diskcache.Source, ro *remote.Object, lo, n uint64) {
+	bp, _ := windowScratch.Get().(*[]byte)
+	if bp == nil || uint64(cap(*bp)) < n {
+		b := make([]byte, n)
+		bp = &b
+	}
+	_, _ = disk.ReadAtTiers(ro, (*bp)[:n], lo)
+	windowScratch.Put(bp)
+}
+
+// windowCached reports whether every DRAM cache block of [lo, lo+n) of f
+// is in the cache with all its pages valid: the window's samples are DRAM
+// hits, and there is nothing to read.
+func (c *Context) windowCached(f source.Object, lo, n uint64) bool {
+	bs := c.cache.BlockSize()
+	for b := lo / bs; b*bs < lo+n; b++ {
+		blk := c.cache.Peek(f.Version(), b)
+		if blk == nil {
+			return false
+		}
+		full := blk.Covers(int(max(lo, b*bs)-b*bs), int(min(lo+n, (b+1)*bs)-b*bs))
+		blk.Release()
+		if !full {
+			return false
+		}
+	}
+	return true
 }
 
 // diskTier returns the disk cache tier, or nil when it is off (or no URL
