@@ -97,12 +97,48 @@ func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int, admitDisk 
 					return nil
 				case c.cache.Resident()+n > c.cache.Budget():
 					return nil // no room: the samples are read from the disk tier
+				default:
+					c.fillFromDisk(disk, ro, lo, n)
+					return nil
 				}
 			}
 		}
 		_, _ = c.serve(f, lo, n, nil, 0, true)
 		return nil
 	})
+}
+
+// fillFromDisk reads the window [lo, lo+n) of ro (lo a multiple of the
+// DRAM cache block) from the disk tier straight into the DRAM cache blocks'
+// pages, counted as fillRun counts a fill (a miss per block, the bytes
+// inserted): one copy per byte, where serve would read the window into a
+// new buffer of its own first and copy it into the blocks from there (a
+// second copy, and an 8 MiB allocation per window). A block the cache has
+// no room for is skipped; an error leaves the pages it did not fill
+// invalid, for the samples' own reads to meet again.
+func (c *Context) fillFromDisk(disk *diskcache.Source, ro *remote.Object, lo, n uint64) {
+	bs := c.cache.BlockSize()
+	for blo := lo; blo < lo+n; blo += bs {
+		blk := c.cache.AcquireQuiet(ro.Version(), blo/bs)
+		if blk == nil {
+			continue
+		}
+		end := int(min(bs, lo+n-blo))
+		var got int
+		_, _ = blk.Fill(0, end, func(pg []byte, boff int) error {
+			k := min(len(pg), end-boff)
+			if _, err := disk.ReadAtTiers(ro, pg[:k], blo+uint64(boff)); err != nil {
+				return err
+			}
+			got += k
+			return nil
+		})
+		blk.Release()
+		if got > 0 {
+			c.st.CacheMisses.Add(1)
+			c.st.CacheInsertedBytes.Add(uint64(got))
+		}
+	}
 }
 
 // windowScratch holds the buffers fetchWindow reads windows into.
