@@ -19,8 +19,9 @@ import (
 // samples of the next batches are DRAM hits. The windows fill the DRAM
 // cache within its budget (memory stays bounded: a window evicted before
 // its samples are read costs a second read, never wrong bytes); a context
-// without a DRAM cache reads sample by sample. Below a disk cache, windows
-// already on disk are not read into DRAM (fillWindows).
+// without a DRAM cache reads sample by sample. Below a disk cache, the pass
+// that fetches the object fills only the disk tier, and the windows reach
+// DRAM from disk in the next pass (fillWindows, samplePass).
 
 // windowBytes is the window of remote sample reads: the remote client's
 // part size (one GET, the size peers read object stores in), rounded up to
@@ -64,8 +65,9 @@ func gcd(a, b uint64) uint64 {
 // hold; otherwise a window whose blocks are all on disk is read into DRAM
 // from there when the DRAM cache has room for it without evicting, so the
 // next epoch is DRAM hits (a dataset larger than the room is served from
-// the disk tier, never cycled through DRAM). Errors are left to the samples' own reads, which
-// meet them again and report them per sample.
+// the disk tier, never cycled through DRAM; fillFromDisk). Errors are left
+// to the samples' own reads, which meet them again and report them per
+// sample.
 func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int, admitDisk bool) {
 	ro, remoteObj := f.(*remote.Object)
 	if !remoteObj || c.cache == nil || len(idx) == 0 {
