@@ -10,10 +10,11 @@ import (
 // would serve from the directory and those it would fetch, counted as
 // Stats counts them (Stats.HitBlocks/HitBytes, MissBlocks/MissBytes).
 type Peek struct {
-	HitBlocks  uint64 // blocks whose entry is in the directory now
-	HitBytes   uint64 // bytes of the range those blocks hold (the requested part of each)
-	MissBlocks uint64 // blocks without an entry: a read fetches them remotely
-	MissBytes  uint64 // bytes those fetches would bring, whole blocks
+	HitBlocks     uint64 // blocks whose entry is in the directory now, or waiting in the write-behind queue
+	HitBytes      uint64 // bytes of the range those blocks hold (the requested part of each)
+	MissBlocks    uint64 // blocks without an entry: a read fetches them remotely
+	MissBytes     uint64 // bytes those fetches would bring, whole blocks
+	PendingBlocks uint64 // of HitBlocks, those still in the write-behind queue (fetched moments ago)
 }
 
 // Peek reports which blocks of [off, off+n) of o the directory holds for
@@ -39,9 +40,13 @@ func (s *Source) Peek(o *remote.Object, off, n uint64) (p Peek, ok bool) {
 	for b := off / B; b <= (end-1)/B; b++ {
 		lo, hi := s.span(b, size)
 		name := k.fileName(b)
-		if s.c.wb.isPending(name) || lstatOK(s.c.path(name)) {
+		pending := s.c.wb.isPending(name)
+		if pending || lstatOK(s.c.path(name)) {
 			p.HitBlocks++
 			p.HitBytes += min(hi, end) - max(lo, off)
+			if pending {
+				p.PendingBlocks++
+			}
 		} else {
 			p.MissBlocks++
 			p.MissBytes += hi - lo

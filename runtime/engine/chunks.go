@@ -49,12 +49,14 @@ const chunkFlags = policy.ReadNoAdmit
 
 // sampleFlags are the read hints of a dataset's samples (Dataset.Read,
 // ReadBatch) of object: chunkFlags for a local file (its page cache is that
-// tier) and for a remote object below a disk cache (whose entries are in
-// the page cache as a local shard is: the samples windows.go finds on disk
-// are read from there, the others are read into the DRAM cache in
-// windows); none for a remote object without one, whose samples then fill
-// the DRAM cache like any read (below a remote object there is no page cache
-// to find them in next epoch: bench_remote measured a tar-shard epoch over
+// tier) and for a remote object below a disk cache, whose samples are read
+// from the DRAM cache where windows.go put their window (a window found
+// whole on disk is copied into DRAM before its samples are read, so the
+// next epoch is DRAM hits) and otherwise from the disk tier (a window the
+// tier is fetching now is not admitted: the first epoch holds one copy);
+// none for a remote object without one, whose samples then fill the DRAM
+// cache like any read (below a remote object there is no page cache to
+// find them in next epoch: bench_remote measured a tar-shard epoch over
 // URLs at 0.07x a local one when every sample went back to the server).
 func (c *Context) sampleFlags(path string) uint32 {
 	if remote.HasScheme(path) && c.diskTier() == nil {
@@ -94,8 +96,9 @@ type chunkLoad struct {
 	pieces map[int]*pieceState
 	flags  uint32 // read hints of every chunk not served as part of a run: chunkFlags, or sampleFlags
 	// windows: the chunks are a dataset's samples, read in windows when
-	// the object is remote (windows.go).
-	windows bool
+	// the object is remote (windows.go); admitDisk: windows found on disk
+	// may be copied into the DRAM cache (samplePass.admitDisk).
+	windows, admitDisk bool
 }
 
 // pieceState collects the pieces of one chunk larger than a task.
@@ -120,13 +123,14 @@ func (c *Context) loadChunks(path string, ch []Chunk, target int, want uint64, r
 }
 
 // loadSamples is loadVersion for a dataset's samples: sampleFlags, and a
-// remote object's read in windows (windows.go).
-func (c *Context) loadSamples(path string, ch []Chunk, target int, want uint64) error {
+// remote object's read in windows (windows.go), those found on disk copied
+// into the DRAM cache when admitDisk.
+func (c *Context) loadSamples(path string, ch []Chunk, target int, want uint64, admitDisk bool) error {
 	if err := c.enter(); err != nil {
 		return err
 	}
 	defer c.exit()
-	return c.loadChunksLoad(&chunkLoad{c: c, ch: ch, flags: c.sampleFlags(path), windows: true}, path, target, want)
+	return c.loadChunksLoad(&chunkLoad{c: c, ch: ch, flags: c.sampleFlags(path), windows: true, admitDisk: admitDisk}, path, target, want)
 }
 
 // loadChunksLoad runs the load l (its chunks, report, flags and windows set).
@@ -213,7 +217,7 @@ func (l *chunkLoad) run(path string, valid []int, want uint64) {
 		inside = append(inside, i)
 	}
 	if l.windows {
-		c.fillWindows(f, l.ch, inside) // remote samples: one read per window
+		c.fillWindows(f, l.ch, inside, l.admitDisk) // remote samples: one read per window
 	}
 	units := planChunks(l.ch, inside, c.opts.TaskBytes)
 	var total uint64

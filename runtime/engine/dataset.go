@@ -19,6 +19,7 @@ type Dataset struct {
 	Members []objects.TarMember // tar: sample k is Members[k] (shared; do not modify)
 	c       *Context
 	version uint64
+	pass    *samplePass // nil unless the object is remote below a disk cache
 }
 
 // OpenDataset opens the packed dataset dataPath described by indexPath
@@ -39,12 +40,13 @@ func (c *Context) OpenDataset(dataPath, indexPath string) (*Dataset, error) {
 		return nil, err
 	}
 	size, version := int64(f.Size()), f.Version()
+	pass := c.newSamplePass(f)
 	f.Release()
 	recs, err := c.parseIndex(indexPath, size)
 	if err != nil {
 		return nil, err
 	}
-	return &Dataset{Path: dataPath, Records: recs, c: c, version: version}, nil
+	return &Dataset{Path: dataPath, Records: recs, c: c, version: version, pass: pass.sized(len(recs))}, nil
 }
 
 // parseIndex parses the index file indexPath of a data file of dataSize
@@ -85,6 +87,7 @@ func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
 		return nil, err
 	}
 	defer f.Release()
+	pass := c.newSamplePass(f) // before the header reads
 	key := tarKey{path: f.Name(), version: f.Version()}
 	members := c.tars.get(key)
 	if members == nil {
@@ -93,7 +96,7 @@ func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
 		}
 		c.tars.put(key, members)
 	}
-	return &Dataset{Path: path, Members: members, c: c, version: f.Version()}, nil
+	return &Dataset{Path: path, Members: members, c: c, version: f.Version(), pass: pass.sized(len(members))}, nil
 }
 
 // Len is the number of samples.
@@ -133,7 +136,8 @@ func (d *Dataset) Read(i uint64, dst []byte, target int) error {
 		return errs.At(errs.InvalidArg, "dataset_read", d.Path, int64(off),
 			"destination holds %d bytes, sample %d has %d", len(dst), i, size)
 	}
-	return d.c.loadSamples(d.Path, []Chunk{{Off: off, Size: size, Dst: dst}}, target, d.version)
+	d.pass.mark(i)
+	return d.c.loadSamples(d.Path, []Chunk{{Off: off, Size: size, Dst: dst}}, target, d.version, d.pass.admitDisk())
 }
 
 // ReadBatch reads samples idx[k] into dsts[k] (each at least that sample's
@@ -155,8 +159,9 @@ func (d *Dataset) ReadBatch(idx []uint64, dsts [][]byte, results []int64, target
 			continue
 		}
 		ch[k] = Chunk{Off: off, Size: size, Dst: dsts[k]}
+		d.pass.mark(i)
 	}
-	err := d.c.loadSamples(d.Path, ch, target, d.version)
+	err := d.c.loadSamples(d.Path, ch, target, d.version, d.pass.admitDisk())
 	var first error
 	for k := range ch {
 		results[k] = ch[k].Result

@@ -181,11 +181,14 @@ func TestDiskCacheFirstLoadAdmitsFromDisk(t *testing.T) {
 
 // TestDiskCacheTarWindows: below a disk cache, windows are 8 MiB (the 5
 // MiB part rounded up to whole 4 MiB disk blocks); a tar shard's open
-// fetches its three disk blocks once each (the header reads), so its
-// epoch finds every window in the disk tier (on disk or in the write-behind
-// queue) and reads the samples from there with no DRAM admission, as a
-// second context over the same directory does, with no block GET: as a
-// local shard is read from the page cache.
+// fetches its three disk blocks once each (the header reads). Its first
+// epoch (the pass that fetched the object) reads every sample from the disk
+// tier (on disk or in the write-behind queue) with no DRAM admission; the
+// second copies each window from disk into the DRAM cache, with no block
+// GET, and the third is DRAM hits. A second context over the same
+// directory finds the object on disk at open: its first epoch copies the
+// windows into DRAM and its second is DRAM hits, as a local shard's second
+// epoch is page-cache hits.
 func TestDiskCacheTarWindows(t *testing.T) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -195,12 +198,12 @@ func TestDiskCacheTarWindows(t *testing.T) {
 		tw.Write(pfile(i*31, size))
 	}
 	tw.Close()
-	shard := buf.Bytes() // 12,339,200 bytes: disk blocks of 4, 4 and 3.77 MiB
+	shard := buf.Bytes() // 12,350,464 bytes: disk blocks of 4, 4 and 3.78 MiB
 	url, gets := rangeServer(t, shard)
 	withDiskEnv(t, map[string]string{diskcache.EnvDir: t.TempDir() + "/disk", diskcache.EnvBytes: "64M",
 		"MEMTIER_REMOTE_PART_BYTES": "5M"})
 	opts := func(o *config.Options) { o.CacheBytes, o.CacheBlockBytes = 64<<20, 1<<20 }
-	epoch := func(c *Context, ds *Dataset) int64 {
+	epoch := func(c *Context, ds *Dataset) (int64, stats.Snapshot) {
 		t.Helper()
 		g := gets.Load()
 		c.ResetStats()
@@ -219,7 +222,36 @@ func TestDiskCacheTarWindows(t *testing.T) {
 				}
 			}
 		}
-		return gets.Load() - g
+		return gets.Load() - g, c.Stats()
+	}
+	// The windows hold the whole shard: 12 DRAM blocks of 1 MiB, the last
+	// one partial.
+	shardBytes, shardBlocks := uint64(len(shard)), uint64(12)
+	// fromDisk: an epoch whose windows are all on disk copies them into DRAM.
+	fromDisk := func(what string, c *Context, ds *Dataset) {
+		t.Helper()
+		hit0 := diskStatsOf(t, c).HitBytes
+		n, s := epoch(c, ds)
+		if n != 8 || s.CacheInsertedBytes != shardBytes || s.CacheMisses != shardBlocks || s.CacheHitBytes != members*size || s.BufferedBytes != 0 {
+			t.Fatalf("%s: %d GETs, inserted %d, misses %d, hit %d, buffered %d; want 8 (the revalidations), %d, %d, %d, 0",
+				what, n, s.CacheInsertedBytes, s.CacheMisses, s.CacheHitBytes, s.BufferedBytes, shardBytes, shardBlocks, members*size)
+		}
+		if d := diskStatsOf(t, c).HitBytes - hit0; d != shardBytes {
+			t.Fatalf("%s: %d bytes from the disk tier, want %d", what, d, shardBytes)
+		}
+	}
+	// dramHits: an epoch after it reads neither the disk tier nor a block.
+	dramHits := func(what string, c *Context, ds *Dataset) {
+		t.Helper()
+		hit0 := diskStatsOf(t, c).HitBytes
+		n, s := epoch(c, ds)
+		if n != 8 || s.CacheInsertedBytes != 0 || s.CacheMisses != 0 || s.CacheHitBytes != members*size || s.BufferedBytes != 0 {
+			t.Fatalf("%s: %d GETs, inserted %d, misses %d, hit %d, buffered %d; want 8, 0, 0, %d, 0",
+				what, n, s.CacheInsertedBytes, s.CacheMisses, s.CacheHitBytes, s.BufferedBytes, members*size)
+		}
+		if d := diskStatsOf(t, c).HitBytes - hit0; d != 0 {
+			t.Fatalf("%s: %d bytes from the disk tier, want 0", what, d)
+		}
 	}
 	a := newCtx(t, opts)
 	g0 := gets.Load()
@@ -232,16 +264,17 @@ func TestDiskCacheTarWindows(t *testing.T) {
 	}
 	// The open's header reads fetch the three disk blocks (whole, once
 	// each: a block read again before it is written is served from the
-	// write-behind queue); the epoch's windows find them on disk or queued.
+	// write-behind queue).
 	if n := gets.Load() - g0; n != 1+3 {
 		t.Fatalf("first open: %d GETs, want 4 (its Open, 3 disk blocks)", n)
 	}
-	if n := epoch(a, ds); n != 8 {
-		t.Fatalf("first epoch: %d GETs, want 8 (the revalidations)", n)
+	if n, s := epoch(a, ds); n != 8 || s.CacheInsertedBytes != 0 || s.CacheHitBytes != 0 || s.BufferedBytes != members*size {
+		t.Fatalf("first epoch: %d GETs, inserted %d, hit %d, buffered %d; want 8 (the revalidations), 0, 0, %d (from the disk tier)",
+			n, s.CacheInsertedBytes, s.CacheHitBytes, s.BufferedBytes, members*size)
 	}
-	if s := a.Stats(); s.CacheInsertedBytes != 0 || s.BufferedBytes != members*size {
-		t.Fatalf("first epoch inserted %d bytes, buffered %d; want 0, %d (from the disk tier)", s.CacheInsertedBytes, s.BufferedBytes, members*size)
-	}
+	a.src.(*sources).disk.Cache().Flush() // the blocks are on disk, none queued
+	fromDisk("second epoch", a, ds)
+	dramHits("third epoch", a, ds)
 	a.src.(*sources).closeDisk()
 
 	b := newCtx(t, opts)
@@ -253,22 +286,21 @@ func TestDiskCacheTarWindows(t *testing.T) {
 	if n := gets.Load() - g; n != 1 {
 		t.Fatalf("second context open: %d GETs, want 1 (the headers come from disk)", n)
 	}
-	if n := epoch(b, ds2); n != 8 {
-		t.Fatalf("second context epoch: %d GETs, want 8 (the revalidations)", n)
-	}
-	if s := b.Stats(); s.CacheInsertedBytes != 0 || s.CacheHitBytes != 0 || s.BufferedBytes != members*size {
-		t.Fatalf("second context: inserted %d, hit %d, buffered %d; want 0, 0, %d", s.CacheInsertedBytes, s.CacheHitBytes, s.BufferedBytes, members*size)
-	}
-	if st := diskStatsOf(t, b); st.MissBlocks != 0 || st.HitBytes < members*size {
-		t.Fatalf("second context disk stats %+v: want no miss, at least %d hit bytes", st, members*size)
+	fromDisk("second context, first epoch", b, ds2)
+	dramHits("second context, second epoch", b, ds2)
+	if st := diskStatsOf(t, b); st.MissBlocks != 0 {
+		t.Fatalf("second context disk stats %+v: want no miss", st)
 	}
 }
 
 // TestDiskCachePackedWindows: a packed dataset over a URL (local index)
-// below a disk cache: the first epoch reads its two 8 MiB windows into the
-// DRAM cache through the disk tier (three disk blocks, one GET each); a
-// second context reads every sample from the disk tier, with no DRAM
-// admission and no block GET.
+// below a disk cache: the first epoch fetches its two 8 MiB windows into
+// the disk tier only (three disk blocks, one GET each) and reads the
+// samples from there, with no DRAM admission; the next epoch finds the
+// windows on disk and copies them into the DRAM cache, and the one after is
+// DRAM hits. A second context over the same directory copies the windows
+// from disk into DRAM in its first epoch (no block GET) and hits in its
+// second.
 func TestDiskCachePackedWindows(t *testing.T) {
 	const records, size, stride = 120, 100 << 10, 100<<10 + 512
 	data := pfile(3, records*stride)
@@ -284,12 +316,8 @@ func TestDiskCachePackedWindows(t *testing.T) {
 	withDiskEnv(t, map[string]string{diskcache.EnvDir: t.TempDir() + "/disk", diskcache.EnvBytes: "64M",
 		"MEMTIER_REMOTE_PART_BYTES": "5M"})
 	opts := func(o *config.Options) { o.CacheBytes, o.CacheBlockBytes = 64<<20, 1<<20 }
-	epoch := func(c *Context) (int64, stats.Snapshot) {
+	epoch := func(c *Context, ds *Dataset) (int64, stats.Snapshot) {
 		t.Helper()
-		ds, err := c.OpenDataset(url, indexPath)
-		if err != nil {
-			t.Fatal(err)
-		}
 		g := gets.Load()
 		c.ResetStats()
 		for lo := 0; lo < records; lo += 16 {
@@ -310,16 +338,36 @@ func TestDiskCachePackedWindows(t *testing.T) {
 		}
 		return gets.Load() - g, c.Stats()
 	}
-	a := newCtx(t, opts)
-	if n, s := epoch(a); n != 8+3 || s.CacheInsertedBytes != uint64(len(data)) {
-		t.Fatalf("first epoch: %d GETs, inserted %d; want 11 (8 revalidations, 3 disk blocks), %d", n, s.CacheInsertedBytes, len(data))
+	open := func(c *Context) *Dataset {
+		t.Helper()
+		ds, err := c.OpenDataset(url, indexPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
 	}
+	// The two windows hold all the data: 12 DRAM blocks (the last partial).
+	const blocks = 12
+	check := func(what string, c *Context, ds *Dataset, wantGets int64, inserted, misses, hit, buffered uint64) {
+		t.Helper()
+		n, s := epoch(c, ds)
+		if n != wantGets || s.CacheInsertedBytes != inserted || s.CacheMisses != misses || s.CacheHitBytes != hit || s.BufferedBytes != buffered {
+			t.Fatalf("%s: %d GETs, inserted %d, misses %d, hit %d, buffered %d; want %d, %d, %d, %d, %d", what,
+				n, s.CacheInsertedBytes, s.CacheMisses, s.CacheHitBytes, s.BufferedBytes, wantGets, inserted, misses, hit, buffered)
+		}
+	}
+	a := newCtx(t, opts)
+	ds := open(a)
+	check("first epoch", a, ds, 8+3, 0, 0, 0, records*size) // 8 revalidations, 3 disk blocks
+	a.src.(*sources).disk.Cache().Flush()
+	check("second epoch", a, ds, 8, uint64(len(data)), blocks, records*size, 0)
+	check("third epoch", a, ds, 8, 0, 0, records*size, 0)
 	a.src.(*sources).closeDisk()
 	b := newCtx(t, opts)
-	if n, s := epoch(b); n != 8 || s.CacheInsertedBytes != 0 || s.BufferedBytes != records*size {
-		t.Fatalf("second context: %d GETs, inserted %d, buffered %d; want 8, 0, %d", n, s.CacheInsertedBytes, s.BufferedBytes, records*size)
-	}
-	if st := diskStatsOf(t, b); st.MissBlocks != 0 {
-		t.Fatalf("second context disk stats %+v: want no miss", st)
+	ds2 := open(b)
+	check("second context, first epoch", b, ds2, 8, uint64(len(data)), blocks, records*size, 0)
+	check("second context, second epoch", b, ds2, 8, 0, 0, records*size, 0)
+	if st := diskStatsOf(t, b); st.MissBlocks != 0 || st.HitBytes != uint64(len(data)) {
+		t.Fatalf("second context disk stats %+v: want no miss, %d hit bytes", st, len(data))
 	}
 }
