@@ -5,12 +5,12 @@ import "time"
 // Write-through: a block that lands whole in the caller's buffer is written
 // from there, by the goroutine that fetched it, before the read returns,
 // instead of being copied into the write-behind queue. The copy cost more
-// than the write itself on the 2-core build machine: a 512 MiB first load
-// into an empty disk cache spent 1.84 s of CPU per GB with the copy and
-// 1.13 s without it (against 0.36 s with no disk cache; the buffers the
-// copies go to are fresh memory whenever the pool has been emptied by a
-// garbage collection), and ran at 369 vs 502 MB/s (median of 4,
-// BenchmarkRemoteFirstLoad's rows measured the same way). The write still
+// than the write itself on the 2-core build machine, where fresh memory is
+// expensive (the pool's buffers are fresh again after each garbage
+// collection empties it): a 512 MiB first load into an empty disk cache
+// (Python read_into, a new process each, interleaved, median of 4) spent
+// 2.26 s of CPU per GB with the copy and 1.25 s written through, against
+// 0.36 s with no disk cache, and ran at 324 vs 478 MB/s. The write still
 // overlaps the other blocks' GETs, which go on meanwhile.
 //
 // At most writeThroughSlots blocks are written through at a time, so a
