@@ -1313,10 +1313,11 @@ typedef struct memtier_stats {
                                     /* (larger than the whole write-behind    */
                                     /* queue)                                 */
     uint64_t disk_cache_queue_waits; /* blocks whose reader waited for room   */
-                                    /* in the write-behind queue              */
+                                    /* in the write-behind queue, or for one  */
+                                    /* of the write-through slots             */
                                     /* (back-pressure; since after 0.3)       */
     uint64_t disk_cache_queue_drops; /* of those, blocks left uncached: no    */
-                                    /* room within the wait (2 s)             */
+                                    /* room or slot within the wait (2 s)     */
 } memtier_stats_t;
 
 /* memtier_stats: fills the whole of *st (the layout above, never reading it

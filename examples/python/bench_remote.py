@@ -117,6 +117,7 @@ MB = 1e6
 PEER_VERSIONS = ("boto3", "s3torchconnector", "s3torchconnectorclient", "obstore",
                  "runai-model-streamer", "runai-model-streamer-s3", "safetensors", "torch")
 TARGETS = {"first": 1.3, "disk": 0.9, "dram": 0.9}
+NOCACHE_LABEL = "memtier first load, no disk or DRAM cache (as the peers)"
 
 
 # ====================================================================== child side
@@ -779,8 +780,8 @@ def summarize(name: str, res: Dict[str, Any], vi: int = 0, workers: Optional[int
     n = res["bytes"]
     peers = []
     for p in res["peers"]:
-        if p["row"] == "local_preadv" or (workers is not None and p.get("workers") != workers):
-            continue
+        if p["row"] in ("local_preadv", "memtier") or (workers is not None and p.get("workers") != workers):
+            continue  # a reference or MemTier itself, not a peer
         peers.append({"label": p["label"], "setting": p.get("setting"), "mbps": best_rate([p], n),
                       "error": p.get("error"), "wrong_bytes": p.get("wrong_bytes", False)})
     m = res["memtier"][vi]
@@ -799,13 +800,17 @@ def summarize(name: str, res: Dict[str, Any], vi: int = 0, workers: Optional[int
     ok = [p for p in peers if p["mbps"]]
     bp = max(ok, key=lambda p: p["mbps"]) if ok else None
     out["best_peer"] = bp
+    nc = [p for p in res["peers"] if p["row"] == "memtier"]
+    out["memtier_nocache"] = best_rate(nc, n) if nc else None
     cands = ok + ([{"label": "memtier", "mbps": out["memtier_first"]}] if out["memtier_first"] else [])
+    cands += [{"label": NOCACHE_LABEL, "mbps": out["memtier_nocache"]}] if out["memtier_nocache"] else []
     out["server_ceiling"] = max(cands, key=lambda p: p["mbps"]) if cands else None
 
     def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
         return a / b if a and b else None
 
     out["ratios"] = {"first_vs_best_peer": ratio(out["memtier_first"], bp["mbps"] if bp else None),
+                     "nocache_vs_best_peer": ratio(out["memtier_nocache"], bp["mbps"] if bp else None),
                      "disk_vs_local": ratio(out["memtier_disk"], out["local_first"]),
                      "dram_remote_vs_dram_local": ratio(out["memtier_dram"], out["local_dram"])}
     return out
@@ -846,6 +851,8 @@ def print_report(rep: Dict[str, Any]) -> None:
             served += f"; the cache dir held {held / MB:.0f} MB after the first load"
         rows.append(["memtier first load (remote, empty disk cache)", fmt(s["memtier_first"]),
                      err(s["memtier_first_error"])])
+        if s.get("memtier_nocache"):
+            rows.append([NOCACHE_LABEL, fmt(s["memtier_nocache"]), ""])
         rows.append(["memtier 2nd process (disk cache)", fmt(s["memtier_disk"]),
                      err(s["memtier_tiers_error"]) or served])
         rows.append(["memtier 3rd load, same process (DRAM)", fmt(s["memtier_dram"]), ""])
@@ -858,6 +865,9 @@ def print_report(rep: Dict[str, Any]) -> None:
         bp, ceil = s["best_peer"], s["server_ceiling"]
         print(f"  memtier first / best peer ({bp['label'] if bp else '-'}): "
               f"{fmt_r(r['first_vs_best_peer'], TARGETS['first'])}, target >= {TARGETS['first']}x")
+        if r.get("nocache_vs_best_peer"):
+            print(f"  memtier first with no disk or DRAM cache / best peer: {r['nocache_vs_best_peer']:.2f}x "
+                  "(the cost of filling the disk cache is the gap to the row above)")
         print(f"  disk-cache run / local file: {fmt_r(r['disk_vs_local'], TARGETS['disk'])}, "
               f"target >= {TARGETS['disk']}x")
         print(f"  DRAM hit remote / DRAM hit local: {fmt_r(r['dram_remote_vs_dram_local'], TARGETS['dram'])}, "
@@ -880,6 +890,8 @@ def report_rows(rep: Dict[str, Any]) -> List[Dict[str, Any]]:
         bp = s["best_peer"]
         ceil = s["server_ceiling"]
         note = (f"server ceiling {ceil['mbps']:.0f} MB/s ({ceil['label']})" if ceil else "")
+        if s.get("memtier_nocache") and s["ratios"].get("nocache_vs_best_peer"):
+            note += f"; no disk or DRAM cache {s['memtier_nocache']:.0f} MB/s = {s['ratios']['nocache_vs_best_peer']:.2f}x"
         specs = [
             (f"remote_{c}_first_vs_best_peer", f"{s['title']}: first load vs best peer", s["memtier_first"],
              bp["mbps"] if bp else None, s["ratios"]["first_vs_best_peer"], TARGETS["first"],
@@ -960,6 +972,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             light += [("obstore_get", None, "obstore get (one stream)", {})]
             light += [("obstore", str(n), f"obstore get_range_async 8 MiB, {n} in flight", {}) for n in threads]
             light += [("local_preadv", None, "local os.preadv of the bucket file (page cache)", {"local": obj})]
+            light += [("memtier", None, NOCACHE_LABEL, {"setenv": {"MEMTIER_CACHE": "0"}})]
             torchy = [("s3torch", None, "s3torchconnector S3Reader (CRT)", {})]
             torchy += [("runai", str(n), f"runai FileStreamer, concurrency {n}",
                         {"setenv": {"RUNAI_STREAMER_CONCURRENCY": str(n)}}) for n in threads]
@@ -980,6 +993,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             group = [("runai", str(n), f"runai SafetensorsStreamer, concurrency {n}",
                       {"setenv": {"RUNAI_STREAMER_CONCURRENCY": str(n)}}) for n in (8, 16)]
             group += [("boto3", "16", "boto3 16 threads + safetensors.torch.load", {})]
+            group += [("memtier", None, NOCACHE_LABEL, {"setenv": {"MEMTIER_CACHE": "0"}})]
             res = b.case("ckpt", spec, size, want, [group], {"local": ck})
             s = summarize("ckpt", res)
             s["title"] = "b. safetensors checkpoint load_file"

@@ -101,9 +101,10 @@ class Stats:
         disk_cache_inline_writes: blocks a reader wrote itself (larger than the
             whole write-behind queue)
         disk_cache_queue_waits: blocks whose reader waited for room in the
-            write-behind queue (back-pressure; since after 0.3)
-        disk_cache_queue_drops: of those, blocks left uncached: no room within
-            the wait (2 s)
+            write-behind queue, or for one of the write-through slots
+            (back-pressure; since after 0.3)
+        disk_cache_queue_drops: of those, blocks left uncached: no room or slot
+            within the wait (2 s)
     """
 
     #: Each field's meaning, from its comment in include/memtier.h, in field order.
@@ -168,8 +169,8 @@ class Stats:
         "disk_cache_evicted_bytes": "bytes of entries this context removed to keep the directory within its budget (oldest used first)",
         "disk_cache_corrupt_entries": "torn, truncated or corrupt entries found on read: deleted, refetched, never served",
         "disk_cache_inline_writes": "blocks a reader wrote itself (larger than the whole write-behind queue)",
-        "disk_cache_queue_waits": "blocks whose reader waited for room in the write-behind queue (back-pressure; since after 0.3)",
-        "disk_cache_queue_drops": "of those, blocks left uncached: no room within the wait (2 s)",
+        "disk_cache_queue_waits": "blocks whose reader waited for room in the write-behind queue, or for one of the write-through slots (back-pressure; since after 0.3)",
+        "disk_cache_queue_drops": "of those, blocks left uncached: no room or slot within the wait (2 s)",
     }
 
     requests: int
@@ -293,9 +294,9 @@ class Stats:
     disk_cache_inline_writes: int
     """blocks a reader wrote itself (larger than the whole write-behind queue)"""
     disk_cache_queue_waits: int
-    """blocks whose reader waited for room in the write-behind queue (back-pressure; since after 0.3)"""
+    """blocks whose reader waited for room in the write-behind queue, or for one of the write-through slots (back-pressure; since after 0.3)"""
     disk_cache_queue_drops: int
-    """of those, blocks left uncached: no room within the wait (2 s)"""
+    """of those, blocks left uncached: no room or slot within the wait (2 s)"""
 
     def as_dict(self) -> Dict[str, int]:
         """The counters as a plain dict."""

@@ -139,8 +139,8 @@ func (c *Cache) put(k *Key, idx uint64, data []byte) {
 	if _, err := os.Lstat(c.path(name)); err == nil {
 		return // another reader (or process) wrote it
 	}
-	hdr := encodeHeader(k, idx*uint64(c.block), len(data), pieceCRCs(data))
-	n := uint64(len(hdr) + len(data))
+	hl := headerLen(k, len(data))
+	n := uint64(hl + len(data))
 	f, err := c.reserve(n)
 	if err != nil {
 		if err == errNoRoom {
@@ -151,8 +151,15 @@ func (c *Cache) put(k *Key, idx uint64, data []byte) {
 		return
 	}
 	tmp := f.Name()
-	_, err1 := f.WriteAt(hdr, 0)
-	err2 := writePayload(f, data, int64(len(hdr)), !c.opts.DirectWrites)
+	var crcs []uint32
+	var err2 error
+	if c.opts.DirectWrites {
+		crcs = pieceCRCs(data)
+		err2 = writePayload(f, data, int64(hl), false)
+	} else {
+		crcs, err2 = writeSummed(f, data, int64(hl))
+	}
+	_, err1 := f.WriteAt(encodeHeader(k, idx*uint64(c.block), len(data), crcs), 0)
 	err3 := f.Close()
 	if err1 != nil || err2 != nil || err3 != nil {
 		c.st.writeErrors.Add(1)

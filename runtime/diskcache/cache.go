@@ -98,6 +98,7 @@ type Cache struct {
 	pruned  sync.Map // idHash+verHash of keys whose other versions were dropped
 	prunedN atomic.Int64
 	wb      *writer
+	wt      slots     // write-through slots (through.go); nil: none
 	fds     fdTable   // entry descriptors kept open (fds.go)
 	bufs    sync.Pool // *[]byte of block bytes
 	st      counters
@@ -156,6 +157,7 @@ func Open(o Options) (*Cache, error) {
 	c := &Cache{dir: dir, block: o.BlockBytes, opts: o, lockF: lf}
 	c.budget = o.BudgetBytes
 	c.wb = newWriter(c, o.QueueBytes, o.QueueWait)
+	c.wt = newSlots(writeThroughSlots)
 	// A probe entry: a directory that lets access(2) pass but refuses
 	// files (a read-only mount) fails here, not on the first miss.
 	probe, err := os.CreateTemp(dir, tmpPrefix+"probe-")

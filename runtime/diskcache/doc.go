@@ -53,11 +53,15 @@
 // enforce their own when they write. Readers take no lock: rename and
 // unlink never tear a file a reader has open.
 //
-// Writes: by default a read returns as soon as its bytes are in the
-// caller's buffer; copies of the fetched blocks wait in a queue of at most
-// QueueBytes (64 MiB) for one background goroutine to write them
-// (write-behind), and blocks that do not fit are dropped, never waited
-// for. Options.Synchronous writes them before the read returns.
+// Writes: a fetched block that lands whole in the caller's buffer is
+// written from there by the goroutine that fetched it, while the other
+// blocks' GETs go on, before the read returns (write-through, a few blocks
+// at a time; a block that finds no slot within QueueWait is dropped: see
+// through.go). A block fetched into a buffer of its own (the first or last
+// of a read that covers it only in part) waits in a queue of at most
+// QueueBytes (64 MiB) for one background goroutine to write it
+// (write-behind); a block that finds no room within QueueWait is dropped.
+// Options.Synchronous writes every block before the read returns.
 //
 // Failures: a directory that cannot be created or written fails Open with
 // a clear error (the engine then logs one warning and reads without the

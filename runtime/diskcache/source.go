@@ -14,9 +14,9 @@ var _ source.Source = (*Source)(nil)
 // Source is a remote.Source with a Cache in front of its reads: ReadAt
 // serves the blocks the directory holds for the Object's version and
 // fetches only the missing blocks, whole, as ranged GETs, then caches them
-// (write-behind unless Options.Synchronous). Open, and every Object, are
-// the remote Source's, so the DRAM cache above keys blocks by the same
-// Object.Version. Safe for concurrent use.
+// (written through from the caller's buffer, or write-behind; see store).
+// Open, and every Object, are the remote Source's, so the DRAM cache above
+// keys blocks by the same Object.Version. Safe for concurrent use.
 type Source struct {
 	r *remote.Source
 	c *Cache
@@ -245,16 +245,22 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 }
 
 // store caches data (block idx of k, at lo in ro): written now
-// (Synchronous), or queued for the write-behind goroutine, as a copy when
-// data is the caller's (borrowed), else as is. A full queue makes the
-// reader wait for room, at most Options.QueueWait, then the block is
-// dropped (writer); a block larger than the queue is written here.
+// (Synchronous); written from data itself when data is the caller's
+// (borrowed) and a write-through slot frees within Options.QueueWait
+// (writeThrough); else queued for the write-behind goroutine, as a copy when
+// borrowed, else as is. A full queue makes the reader wait for room, at most
+// Options.QueueWait, then the block is dropped (writer); a block larger than
+// the queue is written here.
 func (s *Source) store(k *Key, idx uint64, data []byte, borrowed bool) {
 	if s.c.opts.Synchronous {
 		s.c.put(k, idx, data)
 		if !borrowed {
 			s.c.putBuf(data)
 		}
+		return
+	}
+	if borrowed && s.c.wt != nil {
+		s.c.writeThrough(k, idx, data)
 		return
 	}
 	if borrowed {

@@ -9,7 +9,7 @@ type counters struct {
 	evictedEntries, evictedBytes               atomic.Uint64
 	staleEntries, corruptEntries               atomic.Uint64
 	writeDrops, writeErrors, inlineWrites      atomic.Uint64
-	queueWaits, queueDrops                     atomic.Uint64
+	queueWaits, queueDrops, throughWrites      atomic.Uint64
 	readBytes                                  atomic.Uint64 // bytes read from entries, headers included (tests)
 }
 
@@ -28,8 +28,9 @@ type Stats struct {
 	CorruptEntries uint64 // torn, truncated or corrupt entries detected on read (a corrupt piece only by a read that needs it), deleted and refetched
 	WriteDrops     uint64 // blocks not written: the entry exceeds the budget
 	InlineWrites   uint64 // blocks the reader wrote itself: larger than the whole write-behind queue
-	QueueWaits     uint64 // blocks whose reader waited for room in the write-behind queue (back-pressure)
-	QueueDrops     uint64 // of those, blocks left uncached: no room within Options.QueueWait
+	QueueWaits     uint64 // blocks whose reader waited for room in the write-behind queue or for a write-through slot (back-pressure)
+	QueueDrops     uint64 // of those, blocks left uncached: no room or slot within Options.QueueWait
+	ThroughWrites  uint64 // blocks written from the caller's buffer before the read returned (through.go)
 	WriteErrors    uint64 // blocks not written because of a file system error (disk full, I/O error)
 	UsedBytes      uint64 // gauge: bytes the directory held when this Cache last held its lock
 	BudgetBytes    uint64 // gauge: the budget this Cache enforces
@@ -46,7 +47,7 @@ func (c *Cache) Stats() Stats {
 		EvictedEntries: s.evictedEntries.Load(), EvictedBytes: s.evictedBytes.Load(),
 		StaleEntries: s.staleEntries.Load(), CorruptEntries: s.corruptEntries.Load(),
 		WriteDrops: s.writeDrops.Load(), WriteErrors: s.writeErrors.Load(), InlineWrites: s.inlineWrites.Load(),
-		QueueWaits: s.queueWaits.Load(), QueueDrops: s.queueDrops.Load(),
+		QueueWaits: s.queueWaits.Load(), QueueDrops: s.queueDrops.Load(), ThroughWrites: s.throughWrites.Load(),
 		UsedBytes: c.used.Load(), BudgetBytes: c.budget,
 	}
 }

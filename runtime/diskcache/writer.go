@@ -156,6 +156,29 @@ func (w *writer) copyPending(name string, k *Key, idx uint64, blockLen int, dst 
 	return true
 }
 
+// addPending lists j as pending under name (a write-through) unless a
+// job of that name is listed already (queued by another read), and reports
+// whether it listed it.
+func (w *writer) addPending(name string, j job) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.pending[name]; ok {
+		return false
+	}
+	if w.pending == nil {
+		w.pending = make(map[string]job)
+	}
+	w.pending[name] = j
+	return true
+}
+
+// removePending drops name from the pending list.
+func (w *writer) removePending(name string) {
+	w.mu.Lock()
+	delete(w.pending, name)
+	w.mu.Unlock()
+}
+
 // isPending reports whether the entry name is queued or being written.
 func (w *writer) isPending(name string) bool {
 	w.mu.Lock()

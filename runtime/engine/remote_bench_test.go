@@ -2,8 +2,12 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,9 +27,16 @@ import (
 //   - nocache: a context without a DRAM cache;
 //   - dram: a context with a 2 GiB DRAM cache (the first load admits);
 //   - disk: dram plus a disk cache in an empty directory (the read's own
-//     time; the write-behind flush after it is not counted).
+//     time; the write-behind flush after it is not counted);
+//   - disknodram: a disk cache and no DRAM cache.
 //
-// It prints the best MB/s (10^6 bytes/s) of each and its ratio to client.
+// REMOTE_BENCH_ROWS (comma-separated) picks the rows and their order. It
+// prints, per row, the best and the median MB/s (10^6 bytes/s), the best's
+// ratio to client, and the median CPU seconds per GB (10^9 bytes) of this
+// process and of versitygw, counted from the read's start to the context's
+// Close (so a disk row includes its write-behind flush). On the 2-core
+// build machine the two share the CPUs, so the CPU per GB is the figure that
+// does not move with the machine's other load.
 func BenchmarkRemoteFirstLoad(b *testing.B) {
 	g := s3test.Start(b)
 	mib := 512
@@ -36,7 +47,10 @@ func BenchmarkRemoteFirstLoad(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("REMOTE_BENCH_REPS")); err == nil && v > 0 {
 		reps = v
 	}
-	only := os.Getenv("REMOTE_BENCH_ONLY")
+	rows := []string{"client", "nocache", "dram", "disk"}
+	if v := os.Getenv("REMOTE_BENCH_ROWS"); v != "" {
+		rows = strings.Split(v, ",")
+	}
 	n := mib << 20
 	want := s3test.Pattern(n, 7)
 	g.Seed(b, "big.bin", want)
@@ -52,20 +66,21 @@ func BenchmarkRemoteFirstLoad(b *testing.B) {
 	for i := range dst {
 		dst[i] = 1
 	}
-	best := map[string]time.Duration{}
-	note := func(row string, d time.Duration) {
-		if cur, ok := best[row]; !ok || d < cur {
-			best[row] = d
-		}
+	type sample struct{ wall, self, server time.Duration }
+	got := map[string][]sample{}
+	measure := func(row string, read, done func()) {
+		s0, v0 := selfCPU(), procCPU(g.Pid)
+		t0 := time.Now()
+		read()
+		wall := time.Since(t0)
+		done()
+		got[row] = append(got[row], sample{wall, selfCPU() - s0, procCPU(g.Pid) - v0})
 		if !bytes.Equal(dst, want) {
 			b.Fatalf("%s: bytes differ", row)
 		}
 		clear(dst[:1<<20])
 	}
 	ctxRead := func(row string, mod func(*config.Options), disk bool) {
-		if only != "" && only != row {
-			return
-		}
 		delete(env, diskcache.EnvDir)
 		if disk {
 			env[diskcache.EnvDir] = b.TempDir()
@@ -76,49 +91,103 @@ func BenchmarkRemoteFirstLoad(b *testing.B) {
 		if v, err := strconv.Atoi(os.Getenv("REMOTE_BENCH_PIECE_MIB")); err == nil && v > 0 {
 			piece = v << 20 // as Python's read_into splits (CHUNK_BYTES)
 		}
-		t0 := time.Now()
-		for off := 0; off < n; off += piece {
-			e := min(n, off+piece)
-			if err := c.Read(url, uint64(off), uint64(e-off), dst[off:e], policy.TargetCPU, 0); err != nil {
-				b.Fatal(err)
+		measure(row, func() {
+			for off := 0; off < n; off += piece {
+				e := min(n, off+piece)
+				if err := c.Read(url, uint64(off), uint64(e-off), dst[off:e], policy.TargetCPU, 0); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		note(row, time.Since(t0))
-		c.Close()
+		}, func() { c.Close() })
 	}
 	for b.Loop() {
 		for range reps {
-			if only == "" || only == "client" {
-				cl, err := remote.NewClient(remote.Options{Getenv: getenv})
-				if err != nil {
-					b.Fatal(err)
+			for _, row := range rows {
+				switch row {
+				case "client":
+					cl, err := remote.NewClient(remote.Options{Getenv: getenv})
+					if err != nil {
+						b.Fatal(err)
+					}
+					rs := remote.NewSource(cl)
+					o, _, err := rs.Open(url, files.TrustNone)
+					if err != nil {
+						b.Fatal(err)
+					}
+					measure(row, func() {
+						if _, err := rs.ReadAt(o, dst, 0, source.PathBuffered); err != nil {
+							b.Fatal(err)
+						}
+					}, func() { o.Release(); cl.Close() })
+				case "nocache":
+					ctxRead(row, func(o *config.Options) { o.CacheEnabled = false }, false)
+				case "dram":
+					ctxRead(row, func(o *config.Options) { o.CacheBytes = 2 << 30 }, false)
+				case "disk":
+					ctxRead(row, func(o *config.Options) { o.CacheBytes = 2 << 30 }, true)
+				case "disknodram":
+					ctxRead(row, func(o *config.Options) { o.CacheEnabled = false }, true)
+				default:
+					b.Fatalf("REMOTE_BENCH_ROWS: unknown row %q", row)
 				}
-				rs := remote.NewSource(cl)
-				o, _, err := rs.Open(url, files.TrustNone)
-				if err != nil {
-					b.Fatal(err)
-				}
-				t0 := time.Now()
-				if _, err := rs.ReadAt(o, dst, 0, source.PathBuffered); err != nil {
-					b.Fatal(err)
-				}
-				note("client", time.Since(t0))
-				o.Release()
-				cl.Close()
 			}
-			ctxRead("nocache", func(o *config.Options) { o.CacheEnabled = false }, false)
-			ctxRead("dram", func(o *config.Options) { o.CacheBytes = 2 << 30 }, false)
-			ctxRead("disk", func(o *config.Options) { o.CacheBytes = 2 << 30 }, true)
 		}
 	}
 	mbps := func(d time.Duration) float64 { return float64(n) / d.Seconds() / 1e6 }
-	for _, row := range []string{"client", "nocache", "dram", "disk"} {
-		if d, ok := best[row]; ok {
-			r := 0.0
-			if c, ok := best["client"]; ok {
-				r = mbps(d) / mbps(c)
-			}
-			b.Logf("%-8s %7.0f MB/s  %.2fx client", row, mbps(d), r)
-		}
+	perGB := func(d time.Duration) float64 { return d.Seconds() / (float64(n) / 1e9) }
+	bestOf := func(row string) time.Duration {
+		return slices.MinFunc(got[row], func(x, y sample) int { return cmp.Compare(x.wall, y.wall) }).wall
 	}
+	median := func(xs []sample, f func(sample) time.Duration) time.Duration {
+		v := make([]time.Duration, len(xs))
+		for i, x := range xs {
+			v[i] = f(x)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	for i, row := range rows {
+		xs := got[row]
+		if len(xs) == 0 || slices.Index(rows, row) != i {
+			continue // a row named twice is printed once
+		}
+		r := 0.0
+		if _, ok := got["client"]; ok {
+			r = mbps(bestOf(row)) / mbps(bestOf("client"))
+		}
+		b.Logf("%-14s best %5.0f MB/s  median %5.0f  %.2fx client  cpu/GB self %.2f s, server %.2f s",
+			row, mbps(bestOf(row)), mbps(median(xs, func(x sample) time.Duration { return x.wall })), r,
+			perGB(median(xs, func(x sample) time.Duration { return x.self })),
+			perGB(median(xs, func(x sample) time.Duration { return x.server })))
+	}
+}
+
+// selfCPU is this process's user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is process pid's user+system CPU time so far (/proc/PID/stat
+// fields 14 and 15, in clock ticks of 10 ms), 0 when it cannot be read.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }

@@ -50,6 +50,7 @@ type Gateway struct {
 	Access   string
 	Secret   string
 	Region   string
+	Pid      int // the versitygw process (benchmarks read its CPU time)
 }
 
 // Start starts versitygw on a free loopback port in a temp root holding
@@ -100,7 +101,7 @@ func Start(tb testing.TB) *Gateway {
 				<-exited
 			}
 		})
-		return &Gateway{Endpoint: "http://" + addr, Root: root, Bucket: Bucket, Access: Access, Secret: Secret, Region: Region}
+		return &Gateway{Endpoint: "http://" + addr, Root: root, Bucket: Bucket, Access: Access, Secret: Secret, Region: Region, Pid: cmd.Process.Pid}
 	}
 	tb.Fatalf("%v", lastErr)
 	return nil
