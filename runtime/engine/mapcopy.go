@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"runtime"
+	"runtime/debug"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/remote"
+	"github.com/memtier/memtier/runtime/source"
+)
+
+// The mapped copy: a large load of a local file whose bytes are in the page
+// cache is copied out of a read-only mapping of the file by parallel
+// goroutines, instead of one pread per task.
+//
+// Why: pread's copy runs in the kernel (copy_to_user, rep movsb), which on
+// the machines measured moved about 5.5 GB/s per core, while Go's memmove
+// (AVX, non-temporal stores for large copies) moved about 10 GB/s per core
+// out of the same page cache; the mapping's page faults add about a third
+// of that back (a 2 GiB checkpoint: 0.38 s of CPU for pread against 0.30 s
+// for map + copy, see examples/python/bench_load_model.py). Cold loads keep
+// the planned path (direct I/O, readahead), and so do loads the DRAM cache
+// may serve.
+//
+// Freshness is the same as the pread path's: the file is opened (and
+// checked) through the descriptor table and must be the version the caller
+// opened; the mapping is of that descriptor, so a file replaced by rename
+// during the load is still the old file's bytes. A file truncated during
+// the load makes the copy fault (SIGBUS); each copying goroutine runs with
+// debug.SetPanicOnFault, so the fault becomes a panic recovered into the
+// chunk's error, the EOF "file shrank while reading" of the pread path.
+
+// mapCopyMinBytes: loads below this many bytes keep the pread path (the
+// mapping, its faults and its munmap cost more than they save on a small
+// load). A variable so tests can map small files.
+var mapCopyMinBytes uint64 = 64 << 20
+
+// mapCopyResident: the fraction (in eighths) of the range that must be in
+// the page cache, by residencySamples samples, for a mapped copy: the rest
+// faults in one page cluster at a time, slower than the planned cold path.
+const mapCopyResident = 7
+
+// hugeAlign: the mapping is placed so that file offsets and addresses agree
+// modulo 2 MiB, letting the kernel map a 2 MiB page-cache folio with one PMD
+// entry (one fault, one TLB entry) instead of 512 PTEs.
+const hugeAlign = 2 << 20
+
+// mapCopyHook, when set (tests only), runs after the mapping is made and
+// before the copy starts: where a test truncates or replaces the file.
+var mapCopyHook func()
+
+// mapSeg is one copy of a mapped load: bytes [off, off+n) of the file into
+// chunk i's destination at off-chunk.Off.
+type mapSeg struct {
+	i    int
+	off  uint64
+	n    uint64
+	fail error // set by the copy
+}
+
+// loadMapped serves ch (target CPU, file version want) by a mapped copy when
+// the load qualifies, and reports whether it did; false means nothing was
+// done (not even counted) and the caller runs the planned path, which then
+// also reports every error the checks here only detect (a missing file,
+// a changed version, a range past the end).
+func (c *Context) loadMapped(path string, ch []Chunk, want uint64) bool {
+	if remote.HasScheme(path) || c.cache != nil && c.cache.Resident() > 0 {
+		return false // the DRAM cache may hold some of it: the planned path copies from there
+	}
+	if m := c.pol.DirectMode; m == policy.DirectAlways || m == policy.DirectRequired {
+		return false
+	}
+	lo, hi, total := ^uint64(0), uint64(0), uint64(0)
+	for i := range ch {
+		e := &ch[i]
+		if e.Size == 0 {
+			continue
+		}
+		if checkRange("load_chunks", path, e.Off, e.Size, len(e.Dst), 0) != nil {
+			return false
+		}
+		lo, hi, total = min(lo, e.Off), max(hi, e.Off+e.Size), total+e.Size
+	}
+	if total < mapCopyMinBytes {
+		return false
+	}
+	obj, err := c.openTrusting(path, c.trust)
+	if err != nil {
+		return false
+	}
+	defer obj.Release()
+	f, local := obj.(*files.File)
+	if !local || want != 0 && f.Version() != want || hi > f.Size() {
+		return false
+	}
+	if n, known := c.src.Resident(f, lo, hi-lo, residencySamples); !known || n*8 < (hi-lo)*mapCopyResident {
+		return false
+	}
+	base := lo &^ (pageSize - 1)
+	raw, src, ok := mapFile(f.FD, base, hi-base)
+	if !ok {
+		return false
+	}
+	// Unmapping tears down every page-table entry the copy faulted in (about
+	// 6% of a 2 GiB load's time in perf); nothing reads the mapping after
+	// Run returns, so a goroutine unmaps it while the caller goes on.
+	defer func() { go unmap(raw) }()
+	c.st.Requests.Add(uint64(len(ch)))
+	if mapCopyHook != nil {
+		mapCopyHook()
+	}
+	segs := mapSegments(ch, c.opts.TaskBytes)
+	units := mapUnits(segs, c.opts.TaskBytes)
+	runErr := c.rd.Run(len(units), c.opts.IOThreads, func(k int) error {
+		c.st.CoalescedReads.Add(1)
+		copySegs(f, ch, segs[units[k][0]:units[k][1]], src, base)
+		return nil
+	})
+	failed := make([]error, len(ch))
+	for k := range segs {
+		if s := &segs[k]; s.fail != nil && failed[s.i] == nil {
+			failed[s.i] = s.fail
+		}
+	}
+	// A file cut inside a page reads zeros up to that page's end instead of
+	// faulting: a chunk past the size the file has now fails as a short
+	// pread would have.
+	var st unix.Stat_t
+	if err := unix.Fstat(f.FD, &st); err == nil && uint64(st.Size) < hi {
+		for i := range ch {
+			if e := &ch[i]; e.Size > 0 && failed[i] == nil && e.Off+e.Size > uint64(st.Size) {
+				failed[i] = source.Shrunk(f, e.Off, e.Size)
+			}
+		}
+	}
+	for i := range ch {
+		e := &ch[i]
+		e.Result, e.Err = 0, nil
+		switch {
+		case failed[i] != nil:
+			e.Result, e.Err = int64(errs.CodeOf(failed[i])), failed[i]
+		case runErr != nil:
+			e.Result, e.Err = int64(errs.CodeOf(runErr)), runErr
+		default:
+			c.account(served{buffered: e.Size})
+			e.Result = int64(e.Size)
+		}
+	}
+	return true
+}
+
+// unmap releases a mapping of mapFile; a failure leaves only address space
+// behind, which nothing can do better about.
+func unmap(raw []byte) { _ = unix.Munmap(raw) }
+
+// pageSize: the mapping's offset must be a multiple of it.
+var pageSize = uint64(unix.Getpagesize())
+
+// mapFile maps [off, off+n) of fd read-only at an address congruent to off
+// modulo hugeAlign. raw is the whole reservation to unmap; src is the file's
+// bytes from off. ok is false when the kernel refused either mapping.
+func mapFile(fd int, off, n uint64) (raw, src []byte, ok bool) {
+	res, err := unix.Mmap(-1, 0, int(n+hugeAlign), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, nil, false
+	}
+	start := unsafe.Pointer(unsafe.SliceData(res))
+	addr := unsafe.Add(start, (uintptr(off)-uintptr(start))%hugeAlign)
+	p, err := unix.MmapPtr(fd, int64(off), addr, uintptr(n), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED)
+	if err != nil || p != addr {
+		_ = unix.Munmap(res)
+		return nil, nil, false
+	}
+	return res, unsafe.Slice((*byte)(p), n), true
+}
+
+// mapSegments splits every non-empty chunk into segments of at most task
+// bytes, in chunk order.
+func mapSegments(ch []Chunk, task uint64) []mapSeg {
+	var segs []mapSeg
+	for i := range ch {
+		e := &ch[i]
+		for off := e.Off; off < e.Off+e.Size; off += task {
+			segs = append(segs, mapSeg{i: i, off: off, n: min(task, e.Off+e.Size-off)})
+		}
+	}
+	return segs
+}
+
+// mapUnits groups consecutive segments into units of about task bytes (one
+// Run index each: small tensors share a unit); each unit is [first, end) of
+// segs.
+func mapUnits(segs []mapSeg, task uint64) [][2]int {
+	var units [][2]int
+	for k := 0; k < len(segs); {
+		end, n := k, uint64(0)
+		for end < len(segs) && (end == k || n+segs[end].n <= task) {
+			n += segs[end].n
+			end++
+		}
+		units = append(units, [2]int{k, end})
+		k = end
+	}
+	return units
+}
+
+// copySegs copies segs out of the mapping src (file offset base at src[0]).
+// A fault fails the segment: on the mapping it is the file shrinking under
+// the load (source.Shrunk of the whole chunk, as the pread path reports it),
+// on a destination a bad caller address (errs.FromPanic's IO "bad
+// destination address"); the other segments are still copied.
+func copySegs(f *files.File, ch []Chunk, segs []mapSeg, src []byte, base uint64) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	for k := range segs {
+		s := &segs[k]
+		e := &ch[s.i]
+		s.fail = copySeg(e.Dst[s.off-e.Off:s.off-e.Off+s.n], src[s.off-base:s.off-base+s.n], func(p any) error {
+			if onMapping(p, src) {
+				return source.Shrunk(f, e.Off, e.Size)
+			}
+			return errs.FromPanic("load_chunks", p)
+		})
+	}
+}
+
+// copySeg copies src into dst; a panic (a fault, with SetPanicOnFault) is
+// recovered into fault's error.
+func copySeg(dst, src []byte, fault func(any) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fault(p)
+		}
+	}()
+	copy(dst, src)
+	return nil
+}
+
+// onMapping reports whether the fault p is at an address of the mapping src.
+func onMapping(p any, src []byte) bool {
+	re, ok := p.(runtime.Error)
+	if !ok {
+		return false
+	}
+	a, ok := re.(interface{ Addr() uintptr })
+	if !ok {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(src)))
+	return a.Addr() >= lo && a.Addr() < lo+uintptr(len(src))
+}
