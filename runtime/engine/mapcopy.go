@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -15,8 +17,10 @@ import (
 )
 
 // The mapped copy: a large load of a local file whose bytes are in the page
-// cache is copied out of a read-only mapping of the file by parallel
-// goroutines, instead of one pread per task.
+// cache is copied out of read-only mappings of the file by parallel
+// goroutines, instead of one pread per task. Each goroutine maps one window
+// of the file (mapWindow), copies the chunks' bytes in it and unmaps it, so
+// the mapped file pages, which count in the process's RSS, stay bounded.
 //
 // Why: pread's copy runs in the kernel (copy_to_user, rep movsb), which on
 // the machines measured moved about 5.5 GB/s per core, while Go's memmove
@@ -101,24 +105,14 @@ func (c *Context) loadMapped(path string, ch []Chunk, want uint64) bool {
 	if n, known := c.src.Resident(f, lo, hi-lo, residencySamples); !known || n*8 < (hi-lo)*mapCopyResident {
 		return false
 	}
-	base := lo &^ (pageSize - 1)
-	raw, src, ok := mapFile(f.FD, base, hi-base)
-	if !ok {
-		return false
-	}
-	// Unmapping tears down every page-table entry the copy faulted in (about
-	// 6% of a 2 GiB load's time in perf); nothing reads the mapping after
-	// Run returns, so a goroutine unmaps it while the caller goes on.
-	defer func() { go unmap(raw) }()
 	c.st.Requests.Add(uint64(len(ch)))
 	if mapCopyHook != nil {
 		mapCopyHook()
 	}
-	segs := mapSegments(ch, c.opts.TaskBytes)
-	units := mapUnits(segs, c.opts.TaskBytes)
+	segs, units := mapPlan(ch)
 	runErr := c.rd.Run(len(units), c.opts.IOThreads, func(k int) error {
 		c.st.CoalescedReads.Add(1)
-		copySegs(f, ch, segs[units[k][0]:units[k][1]], src, base)
+		copyWindow(f, ch, segs, &units[k])
 		return nil
 	})
 	failed := make([]error, len(ch))
@@ -158,6 +152,9 @@ func (c *Context) loadMapped(path string, ch []Chunk, want uint64) bool {
 // behind, which nothing can do better about.
 func unmap(raw []byte) { _ = unix.Munmap(raw) }
 
+// mapFileFn is mapFile; tests replace it to take the pread fallback.
+var mapFileFn = mapFile
+
 // pageSize: the mapping's offset must be a multiple of it.
 var pageSize = uint64(unix.Getpagesize())
 
@@ -179,44 +176,91 @@ func mapFile(fd int, off, n uint64) (raw, src []byte, ok bool) {
 	return res, unsafe.Slice((*byte)(p), n), true
 }
 
-// mapSegments splits every non-empty chunk into segments of at most task
-// bytes, in chunk order.
-func mapSegments(ch []Chunk, task uint64) []mapSeg {
+// mapWindow: each unit maps, copies and unmaps one window of the file of at
+// most this many bytes, so the file pages mapped at once (which count in the
+// process's RSS, as the reference's mmap does) stay below IOThreads windows,
+// whatever the checkpoint size. A multiple of hugeAlign; a variable so tests
+// can cut small files into many windows.
+var mapWindow uint64 = 32 << 20
+
+// mapUnit is one window: file range [lo, hi) to map and the segments in it.
+type mapUnit struct {
+	lo, hi uint64
+	segs   []int // indices into the plan's segments
+}
+
+// mapPlan splits the non-empty chunks at window boundaries into segments and
+// groups the segments by window, in file order.
+func mapPlan(ch []Chunk) ([]mapSeg, []mapUnit) {
 	var segs []mapSeg
+	var units []mapUnit
+	byWin := map[uint64]int{}
 	for i := range ch {
 		e := &ch[i]
-		for off := e.Off; off < e.Off+e.Size; off += task {
-			segs = append(segs, mapSeg{i: i, off: off, n: min(task, e.Off+e.Size-off)})
+		for off, end := e.Off, e.Off+e.Size; off < end; {
+			w := off / mapWindow
+			n := min(end, (w+1)*mapWindow) - off
+			k, ok := byWin[w]
+			if !ok {
+				k = len(units)
+				byWin[w] = k
+				units = append(units, mapUnit{lo: off, hi: off + n})
+			}
+			u := &units[k]
+			u.lo, u.hi = min(u.lo, off), max(u.hi, off+n)
+			u.segs = append(u.segs, len(segs))
+			segs = append(segs, mapSeg{i: i, off: off, n: n})
+			off += n
 		}
 	}
-	return segs
+	slices.SortFunc(units, func(a, b mapUnit) int { return cmp.Compare(a.lo, b.lo) })
+	return segs, units
 }
 
-// mapUnits groups consecutive segments into units of about task bytes (one
-// Run index each: small tensors share a unit); each unit is [first, end) of
-// segs.
-func mapUnits(segs []mapSeg, task uint64) [][2]int {
-	var units [][2]int
-	for k := 0; k < len(segs); {
-		end, n := k, uint64(0)
-		for end < len(segs) && (end == k || n+segs[end].n <= task) {
-			n += segs[end].n
-			end++
+// copyWindow maps unit u's window, copies its segments and unmaps it. When
+// the kernel refuses the mapping (an address-space limit), the segments are
+// read with pread instead.
+func copyWindow(f *files.File, ch []Chunk, segs []mapSeg, u *mapUnit) {
+	base := u.lo &^ (pageSize - 1)
+	raw, src, ok := mapFileFn(f.FD, base, u.hi-base)
+	if !ok {
+		for _, k := range u.segs {
+			s := &segs[k]
+			e := &ch[s.i]
+			s.fail = preadFull(f, e, e.Dst[s.off-e.Off:s.off-e.Off+s.n], s.off)
 		}
-		units = append(units, [2]int{k, end})
-		k = end
+		return
 	}
-	return units
+	defer unmap(raw)
+	copySegs(f, ch, segs, u.segs, src, base)
 }
 
-// copySegs copies segs out of the mapping src (file offset base at src[0]).
+// preadFull reads dst at off of f (chunk e's bytes): a short read is the
+// file shrinking (source.Shrunk of the chunk), a failed one its errno.
+func preadFull(f *files.File, e *Chunk, dst []byte, off uint64) error {
+	for len(dst) > 0 {
+		n, err := unix.Pread(f.FD, dst, int64(off))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return errs.FromErrno("read", f.Path, int64(off), err)
+		case n == 0:
+			return source.Shrunk(f, e.Off, e.Size)
+		}
+		dst, off = dst[n:], off+uint64(n)
+	}
+	return nil
+}
+
+// copySegs copies segs[which] out of the mapping src (file offset base at src[0]).
 // A fault fails the segment: on the mapping it is the file shrinking under
 // the load (source.Shrunk of the whole chunk, as the pread path reports it),
 // on a destination a bad caller address (errs.FromPanic's IO "bad
 // destination address"); the other segments are still copied.
-func copySegs(f *files.File, ch []Chunk, segs []mapSeg, src []byte, base uint64) {
+func copySegs(f *files.File, ch []Chunk, segs []mapSeg, which []int, src []byte, base uint64) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	for k := range segs {
+	for _, k := range which {
 		s := &segs[k]
 		e := &ch[s.i]
 		s.fail = copySeg(e.Dst[s.off-e.Off:s.off-e.Off+s.n], src[s.off-base:s.off-base+s.n], func(p any) error {

@@ -58,15 +58,16 @@ func writeMapFile(t *testing.T, dir string, seed int) (string, []byte, int) {
 func withMapCopy(t *testing.T, hook func()) *int {
 	t.Helper()
 	n := new(int)
-	oldMin, oldHook := mapCopyMinBytes, mapCopyHook
+	oldMin, oldHook, oldWin := mapCopyMinBytes, mapCopyHook, mapWindow
 	mapCopyMinBytes = 0
+	mapWindow = 1 << 20 // tensors cross windows
 	mapCopyHook = func() {
 		*n++
 		if hook != nil {
 			hook()
 		}
 	}
-	t.Cleanup(func() { mapCopyMinBytes, mapCopyHook = oldMin, oldHook })
+	t.Cleanup(func() { mapCopyMinBytes, mapCopyHook, mapWindow = oldMin, oldHook, oldWin })
 	return n
 }
 
@@ -83,11 +84,18 @@ func loadAllDsts(skip int) [][]byte {
 
 func TestMapCopy_ExactBytesAndStats(t *testing.T) {
 	path, data, _ := writeMapFile(t, t.TempDir(), 3)
-	for _, mapped := range []bool{true, false} {
-		t.Run(fmt.Sprint("mapped=", mapped), func(t *testing.T) {
+	for _, mode := range []string{"mapped", "one window", "pread fallback", "planned"} {
+		mapped := mode != "planned"
+		t.Run(mode, func(t *testing.T) {
 			n := withMapCopy(t, nil)
-			if !mapped {
+			switch mode {
+			case "planned":
 				mapCopyMinBytes = 1 << 40
+			case "one window":
+				mapWindow = 32 << 20
+			case "pread fallback":
+				mapFileFn = func(int, uint64, uint64) ([]byte, []byte, bool) { return nil, nil, false }
+				t.Cleanup(func() { mapFileFn = mapFile })
 			}
 			c := newCtx(t, nil)
 			st, err := c.OpenSafetensors(path)
@@ -137,8 +145,10 @@ func TestMapCopy_TruncatedDuringLoad(t *testing.T) {
 	// reads zeros to the page's end and the size check after the copy
 	// catches it. Either way tensors 0-2 load and 3-5 fail as a short pread
 	// does.
-	for _, inPage := range []bool{false, true} {
-		t.Run(fmt.Sprint("inPage=", inPage), func(t *testing.T) {
+	// With the pread fallback (no mapping) the short read says the same.
+	for _, mode := range []string{"page boundary", "inside a page", "pread fallback"} {
+		inPage := mode == "inside a page"
+		t.Run(mode, func(t *testing.T) {
 			path, data, start := writeMapFile(t, t.TempDir(), 5)
 			t3 := mapSizes[0] + mapSizes[1] + mapSizes[2]
 			cut := (start+t3+8192)&^4095 + 0
@@ -150,6 +160,10 @@ func TestMapCopy_TruncatedDuringLoad(t *testing.T) {
 					t.Error(err)
 				}
 			})
+			if mode == "pread fallback" {
+				mapFileFn = func(int, uint64, uint64) ([]byte, []byte, bool) { return nil, nil, false }
+				t.Cleanup(func() { mapFileFn = mapFile })
+			}
 			c := newCtx(t, nil)
 			st, err := c.OpenSafetensors(path)
 			if err != nil {
@@ -210,8 +224,8 @@ func TestMapCopy_FaultOnTheMapping(t *testing.T) {
 	}
 	ch := []Chunk{{Off: uint64(start), Size: 4096, Dst: make([]byte, 4096)},
 		{Off: cut, Size: 8192, Dst: make([]byte, 8192)}}
-	segs := mapSegments(ch, 4<<20)
-	copySegs(f, ch, segs, src, base)
+	segs, _ := mapPlan(ch)
+	copySegs(f, ch, segs, []int{0, 1}, src, base)
 	if segs[0].fail != nil || !bytes.Equal(ch[0].Dst, data[:4096]) {
 		t.Fatalf("segment before the cut: %v", segs[0].fail)
 	}
