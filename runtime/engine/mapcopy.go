@@ -254,18 +254,22 @@ func preadFull(f *files.File, e *Chunk, dst []byte, off uint64) error {
 }
 
 // copySegs copies segs[which] out of the mapping src (file offset base at src[0]).
-// A fault fails the segment: on the mapping it is the file shrinking under
-// the load (source.Shrunk of the whole chunk, as the pread path reports it),
-// on a destination a bad caller address (errs.FromPanic's IO "bad
-// destination address"); the other segments are still copied.
+// A fault on the mapping (the file shrank under the load, or the kernel
+// could not read a page) retries the segment with pread, which then reports
+// what the pread path would (source.Shrunk of the whole chunk, or the
+// errno); a fault on a destination is a bad caller address (errs.FromPanic's
+// IO "bad destination address"). The other segments are still copied.
 func copySegs(f *files.File, ch []Chunk, segs []mapSeg, which []int, src []byte, base uint64) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	for _, k := range which {
 		s := &segs[k]
 		e := &ch[s.i]
-		s.fail = copySeg(e.Dst[s.off-e.Off:s.off-e.Off+s.n], src[s.off-base:s.off-base+s.n], func(p any) error {
+		dst := e.Dst[s.off-e.Off : s.off-e.Off+s.n]
+		s.fail = copySeg(dst, src[s.off-base:s.off-base+s.n], func(p any) error {
 			if onMapping(p, src) {
-				return source.Shrunk(f, e.Off, e.Size)
+				// SIGBUS: past the file's end, or a read error of the page
+				// the fault needed; pread tells which (EOF or its errno).
+				return preadFull(f, e, dst, s.off)
 			}
 			return errs.FromPanic("load_chunks", p)
 		})
