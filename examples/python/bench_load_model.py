@@ -2,6 +2,7 @@
 
     python examples/python/bench_load_model.py [--size-mb 2048] [--repeat 3] [--cache warm,cold]
                                                [--dir DIR] [--no-ceiling] [--json]
+                                               [--methods memtier,st_load_model,...]
 
 Writes a model of Linear layers (float32, about --size-mb) with
 ``safetensors.torch.save_model`` into a temporary folder (or DIR). Each run is
@@ -18,6 +19,9 @@ method loading the file into it:
   installed
 * fastsafetensors (``SafeTensorsFileLoader`` on the CPU, its tensors copied
   into the model), when it is installed
+
+(--methods picks some of them by key: memtier, st_load_model, st_load_file,
+runai, fastsafetensors; the ratio is then against the best peer run)
 
 and, unless --no-ceiling, two ceilings in the same runs:
 
@@ -191,7 +195,14 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="folder for the checkpoint (default: a temporary one)")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the two ceiling rows")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    ap.add_argument("--methods", default=None,
+                    help="comma list of method keys to run (default all installed): " +
+                    ", ".join(k for k, _ in METHODS))
     a = ap.parse_args()
+    keys = [k for k, _ in METHODS]
+    chosen = [m.strip() for m in a.methods.split(",") if m.strip()] if a.methods else keys
+    if not chosen or any(m not in keys for m in chosen) or ("memtier" in chosen and len(chosen) < 2):
+        ap.error(f"--methods takes keys of {', '.join(keys)}, with memtier and at least one peer")
     caches = [c.strip() for c in a.cache.split(",") if c.strip()]
     if not caches or any(c not in ("warm", "cold") for c in caches) or a.repeat < 1 or a.size_mb < 1:
         ap.error("--cache takes warm and/or cold; --repeat and --size-mb must be positive")
@@ -201,8 +212,10 @@ def main() -> None:
     width = 2048
     per = (width * width + width) * 4
     layers = max(1, (a.size_mb << 20) // per)
-    peers = [(k, label) for k, label in METHODS if available(k)]
-    absent = [label for k, label in METHODS if not available(k)]
+    peers = [(k, label) for k, label in METHODS if k in chosen and available(k)]
+    absent = [label for k, label in METHODS if k in chosen and not available(k)]
+    if not any(k != "memtier" for k, _ in peers):
+        ap.error(f"no peer to compare with is installed among {', '.join(chosen)}")
     out: Dict[str, Any] = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "tables": {}}
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         path = os.path.join(d, "model.safetensors")

@@ -6,6 +6,7 @@ import (
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/objects"
+	"github.com/memtier/memtier/runtime/policy"
 )
 
 // SafetensorsFile is a safetensors file opened through a Context: its
@@ -74,7 +75,7 @@ func (s *SafetensorsFile) LoadAll(dsts [][]byte, results []int64, target int) er
 			"%d destinations and %d results for %d tensors", len(dsts), len(results), len(s.Tensors))
 	}
 	ch, groups := s.mergeContiguous(dsts, results)
-	err := s.c.loadVersion(s.Path, ch, target, s.version, chunkFlags)
+	err := s.c.loadTensors(s.Path, ch, target, s.version)
 	for k, g := range groups {
 		for _, i := range g {
 			if r := ch[k].Result; r < 0 {
@@ -123,6 +124,24 @@ func (s *SafetensorsFile) mergeContiguous(dsts [][]byte, results []int64) ([]Chu
 		groups = append(groups, []int{i})
 	}
 	return ch, groups
+}
+
+// loadTensors is loadVersion for a checkpoint's tensors: a large warm local
+// load is a mapped copy (mapcopy.go), the others the planned path.
+func (c *Context) loadTensors(path string, ch []Chunk, target int, want uint64) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.exit()
+	if target == policy.TargetCPU && c.loadMapped(path, ch, want) {
+		for i := range ch {
+			if ch[i].Err != nil {
+				return ch[i].Err
+			}
+		}
+		return nil
+	}
+	return c.loadChunks(path, ch, target, want, nil, chunkFlags)
 }
 
 // loadVersion is LoadChunks of a handle made at file version want, with

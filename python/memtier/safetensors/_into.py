@@ -6,7 +6,9 @@ go from the file straight into the destination's storage:
 
 * contiguous destinations (CPU, or CUDA through the library's CUDA target)
   are filled by one ``memtier_safetensors_load_all`` call per file and target,
-  with the destination addresses as the per-tensor buffers;
+  with the destination addresses as the per-tensor buffers (for 64 MiB or
+  more of a local file in the page cache, the library copies out of 32 MiB
+  windows mapped from the file, in parallel: runtime/engine/mapcopy.go);
 * the others (non-contiguous views, tensors overlapping another destination,
   numpy arrays that are not C-contiguous) are read in pieces of at most
   ``staging_bytes`` into one staging buffer, several small tensors per
