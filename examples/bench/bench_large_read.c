@@ -186,6 +186,29 @@ static void cached_close(bench_t* b) {
     b->cached_ctx = NULL;
 }
 
+/* posix_load: the posix loop (open, 1 MiB preads, close) of the whole file
+ * into dst; 0, or -1 with why[]. */
+static int posix_load(const bench_t* b, uint8_t* dst, char* why, size_t wlen) {
+    int fd = mt_open_file(b->path, O_RDONLY, 0);
+    if (fd < 0) {
+        snprintf(why, wlen, "open: %s", strerror(errno));
+        return -1;
+    }
+    for (uint64_t off = 0; off < b->size;) {
+        size_t n = b->size - off < PREAD_CHUNK ? (size_t)(b->size - off) : PREAD_CHUNK;
+        ssize_t r = pread(fd, dst + off, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            snprintf(why, wlen, "pread at %" PRIu64 ": %s", off, r < 0 ? strerror(errno) : "end of file");
+            close(fd);
+            return -1;
+        }
+        off += (uint64_t)r;
+    }
+    close(fd);
+    return 0;
+}
+
 /* memcpy_floor: the physical ceiling of a DRAM-cache hit (and of any copy of
  * N bytes in memory): io_threads threads, MemTier's default parallelism, each
  * memcpy one contiguous slice of a pre-faulted copy of the file into the
@@ -218,24 +241,7 @@ static int memcpy_open(bench_t* b, char* why, size_t wlen) {
         return -1;
     }
     b->copy_src = m;
-    int fd = mt_open_file(b->path, O_RDONLY, 0);
-    if (fd < 0) {
-        snprintf(why, wlen, "open: %s", strerror(errno));
-        return -1;
-    }
-    for (uint64_t off = 0; off < b->size;) {
-        size_t n = b->size - off < PREAD_CHUNK ? (size_t)(b->size - off) : PREAD_CHUNK;
-        ssize_t r = pread(fd, b->copy_src + off, n, (off_t)off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            snprintf(why, wlen, "pread at %" PRIu64 ": %s", off, r < 0 ? strerror(errno) : "end of file");
-            close(fd);
-            return -1;
-        }
-        off += (uint64_t)r;
-    }
-    close(fd);
-    return 0;
+    return posix_load(b, b->copy_src, why, wlen);
 }
 
 static void memcpy_close(bench_t* b) {
@@ -271,23 +277,7 @@ static int run_memcpy(bench_t* b, double* secs, char* why, size_t wlen) {
 
 static int run_posix(bench_t* b, double* secs, char* why, size_t wlen) {
     uint64_t t0 = mt_now_ns();
-    int fd = mt_open_file(b->path, O_RDONLY, 0);
-    if (fd < 0) {
-        snprintf(why, wlen, "open: %s", strerror(errno));
-        return -1;
-    }
-    for (uint64_t off = 0; off < b->size;) {
-        size_t n = b->size - off < PREAD_CHUNK ? (size_t)(b->size - off) : PREAD_CHUNK;
-        ssize_t r = pread(fd, b->buf + off, n, (off_t)off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            snprintf(why, wlen, "pread at %" PRIu64 ": %s", off, r < 0 ? strerror(errno) : "end of file");
-            close(fd);
-            return -1;
-        }
-        off += (uint64_t)r;
-    }
-    close(fd);
+    if (posix_load(b, b->buf, why, wlen) != 0) return -1;
     *secs = (double)(mt_now_ns() - t0) / 1e9;
     return 0;
 }
