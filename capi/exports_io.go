@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/memtier/memtier/runtime/engine"
+	"github.com/memtier/memtier/runtime/errs"
 )
 
 // hostSlice views caller memory as a byte slice. The GC never scans or moves
@@ -21,6 +22,18 @@ func hostSlice(p unsafe.Pointer, n uint64) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(p), n)
+}
+
+// lowDst returns the IO error of a host destination pointer below 4096 for
+// a read of size bytes (nil otherwise): no process maps the first page, and
+// a copy into it would fault as a nil dereference, which Go cannot tell
+// from a MemTier bug (errs.FromPanic), so such a pointer is refused here,
+// with the "bad destination address" a fault on other unmapped memory gets.
+func lowDst(op string, dst unsafe.Pointer, size uint64) error {
+	if a := uintptr(dst); a != 0 && a < 4096 && size > 0 {
+		return errs.New(errs.IO, op, "bad destination address 0x%x (no memory is mapped below 4096)", a)
+	}
+	return nil
 }
 
 // maxReadvElements bounds one memtier_readv batch (it is also far beyond
@@ -62,6 +75,11 @@ func mtgo_read(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Poi
 		return invalid(ctx, "memtier_read", "dst is NULL for a %d-byte read", uint64(size))
 	case uint64(size) > math.MaxInt64:
 		return invalid(ctx, "memtier_read", "size %d too large", uint64(size))
+	}
+	if target == C.MEMTIER_TARGET_CPU {
+		if err := lowDst("read", dst, uint64(size)); err != nil {
+			return finish(ctx, err)
+		}
 	}
 	err = ctx.Read(viewPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
 	return finish(ctx, err)

@@ -1,7 +1,7 @@
 /*
  * Description: mistakes a new user made (found by following the README), each
- * with the status it must get: a destination pointer to unmapped memory is
- * MEMTIER_ERR_IO on every path (never a crash or INTERNAL); a readv count near
+ * with the status it must get: a destination pointer to unmapped memory, or
+ * below 4096, is MEMTIER_ERR_IO on every path (never a crash or INTERNAL); a readv count near
  * SIZE_MAX is INVALID_ARG; /proc and FIFO paths are NOT_REGULAR; a relative path
  * names the file of the current directory after a chdir; a cache budget above
  * physical memory is INVALID_ARG; a failed memtier_explain reports PATH_NONE.
@@ -23,6 +23,16 @@ static void check_bad_pointer(memtier_ctx_t* ctx, const char* p) {
                       MEMTIER_ERR_IO);
             MT_CHECK(strcasestr(memtier_last_error(), "bad") != NULL,
                      "flags %u: last_error \"%s\" does not say bad address", flags[i], memtier_last_error());
+        }
+    }
+    /* a pointer below 4096 (a small integer passed as a pointer), on a
+     * cache hit too: IO "bad destination address", not INTERNAL */
+    void* const low[] = {(void*)16, (void*)4095};
+    for (size_t i = 0; i < sizeof low / sizeof low[0]; i++) {
+        for (int rep = 0; rep < 2; rep++) {
+            MT_STATUS(memtier_read(ctx, p, 0, 16, low[i], MEMTIER_TARGET_CPU), MEMTIER_ERR_IO);
+            MT_CHECK(strstr(memtier_last_error(), "bad destination address") != NULL,
+                     "low pointer %p: last_error \"%s\"", low[i], memtier_last_error());
         }
     }
     uint8_t ok[4096];
