@@ -58,12 +58,6 @@ func (c *Context) Explain(path string, off, size uint64, dstAligned bool, target
 	if ex.Admit {
 		ex.Reason += "; fills cache"
 	}
-	if p.cached == 0 && c.readMapsCopy(path, size, flags) {
-		if _, ok := c.mapWarm(f, off, off+size, 0); ok {
-			// what read does instead of the plan's preads (mapcopy.go)
-			ex.Reason += "; warm: copied out of mappings of the file (mapped copy), not by pread"
-		}
-	}
 	return ex, nil
 }
 

@@ -80,7 +80,7 @@ type mapSeg struct {
 // off). done is false when the read was not taken (nothing done or counted
 // but the request, which read has already counted).
 func (c *Context) readMapped(path string, off, size uint64, dst []byte, flags uint32) (done bool, err error) {
-	if !c.readMapsCopy(path, size, flags) {
+	if size < mapCopyMinBytes || flags&policy.ReadDirect != 0 || policy.Admit(c.pol, size, flags) {
 		return false, nil
 	}
 	ch := []Chunk{{Off: off, Size: size, Dst: dst[:size]}}
@@ -88,38 +88,6 @@ func (c *Context) readMapped(path string, off, size uint64, dst []byte, flags ui
 		return false, nil
 	}
 	return true, ch[0].Err
-}
-
-// readMapsCopy is readMapped's test before any system call: a read of
-// size bytes of path with flags may be a mapped copy (mapWarm decides).
-func (c *Context) readMapsCopy(path string, size uint64, flags uint32) bool {
-	return size >= mapCopyMinBytes && flags&policy.ReadDirect == 0 && !policy.Admit(c.pol, size, flags) &&
-		c.mapAllowed(path)
-}
-
-// mapAllowed: no tier or setting asks for another path than the page
-// cache's: a local path, a DRAM cache that holds nothing (the planned path
-// copies from there), direct I/O not forced.
-func (c *Context) mapAllowed(path string) bool {
-	if remote.HasScheme(path) || c.cache != nil && c.cache.Resident() > 0 {
-		return false
-	}
-	m := c.pol.DirectMode
-	return m != policy.DirectAlways && m != policy.DirectRequired
-}
-
-// mapWarm returns obj as a local file when bytes [lo, hi) of it, version
-// want (0: any), may be a mapped copy: inside the file and mostly in the
-// page cache (mapCopyResident eighths, by residencySamples samples).
-func (c *Context) mapWarm(obj source.Object, lo, hi, want uint64) (*files.File, bool) {
-	f, local := obj.(*files.File)
-	if !local || want != 0 && f.Version() != want || hi > f.Size() || hi <= lo {
-		return nil, false
-	}
-	if n, known := c.src.Resident(f, lo, hi-lo, residencySamples); !known || n*8 < (hi-lo)*mapCopyResident {
-		return nil, false
-	}
-	return f, true
 }
 
 // loadMapped serves ch (target CPU, file version want) by a mapped copy when
@@ -135,7 +103,10 @@ func (c *Context) loadMapped(path string, ch []Chunk, want uint64) bool {
 // open file as last checked, as the planned path would); count: add one
 // request per chunk (a chunk load; a read has counted its own).
 func (c *Context) mapped(path string, ch []Chunk, want uint64, flags uint32, count bool) bool {
-	if !c.mapAllowed(path) {
+	if remote.HasScheme(path) || c.cache != nil && c.cache.Resident() > 0 {
+		return false // the DRAM cache may hold some of it: the planned path copies from there
+	}
+	if m := c.pol.DirectMode; m == policy.DirectAlways || m == policy.DirectRequired {
 		return false
 	}
 	lo, hi, total := ^uint64(0), uint64(0), uint64(0)
@@ -157,8 +128,11 @@ func (c *Context) mapped(path string, ch []Chunk, want uint64, flags uint32, cou
 		return false
 	}
 	defer obj.Release()
-	f, ok := c.mapWarm(obj, lo, hi, want)
-	if !ok {
+	f, local := obj.(*files.File)
+	if !local || want != 0 && f.Version() != want || hi > f.Size() {
+		return false
+	}
+	if n, known := c.src.Resident(f, lo, hi-lo, residencySamples); !known || n*8 < (hi-lo)*mapCopyResident {
 		return false
 	}
 	if count {

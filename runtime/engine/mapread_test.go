@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 
 	"github.com/memtier/memtier/runtime/config"
@@ -48,22 +47,5 @@ func TestMapCopy_Read(t *testing.T) {
 	cc := newCtx(t, func(o *config.Options) { o.CacheEnabled = false })
 	if err := cc.Read(path, off, size, dst, policy.TargetCPU, 0); err != nil || *n != 1 {
 		t.Fatalf("below the floor: %v, mapped loads %d", err, *n)
-	}
-}
-
-// TestMapCopy_Explain: explain says a large warm read is a mapped copy, and
-// does not for READ_DIRECT.
-func TestMapCopy_Explain(t *testing.T) {
-	path, data, start := writeMapFile(t, t.TempDir(), 22)
-	withMapCopy(t, nil)
-	c := newCtx(t, func(o *config.Options) { o.CacheBytes, o.CacheAdmitMaxBytes = 16<<20, 1<<20 })
-	const said = "; warm: copied out of mappings of the file (mapped copy), not by pread"
-	ex, err := c.Explain(path, uint64(start), uint64(len(data)), true, policy.TargetCPU, 0)
-	if err != nil || !strings.HasSuffix(ex.Reason, said) {
-		t.Fatalf("explain: %q, %v", ex.Reason, err)
-	}
-	ex, err = c.Explain(path, uint64(start), uint64(len(data)), true, policy.TargetCPU, policy.ReadDirect)
-	if err != nil || strings.Contains(ex.Reason, "mapped copy") {
-		t.Fatalf("explain READ_DIRECT: %q, %v", ex.Reason, err)
 	}
 }
