@@ -70,39 +70,12 @@ type mapSeg struct {
 	fail error // set by the copy
 }
 
-// readMapped serves a large memtier_read (target CPU) of a warm local file
-// by a mapped copy, as loadMapped does a checkpoint's tensors, when nothing
-// asks for another path: no READ_DIRECT, and a read the DRAM cache would
-// not admit (policy.Admit; the DRAM cache holding nothing is loadMapped's
-// own check), so only the page-cache path it replaces is skipped. A 1 GiB
-// warm read moved about 1.3x faster this way than by parallel preads on the
-// build VM (bench_large_read warm memtier vs the same build with the hook
-// off). done is false when the read was not taken (nothing done or counted
-// but the request, which read has already counted).
-func (c *Context) readMapped(path string, off, size uint64, dst []byte, flags uint32) (done bool, err error) {
-	if size < mapCopyMinBytes || flags&policy.ReadDirect != 0 || policy.Admit(c.pol, size, flags) {
-		return false, nil
-	}
-	ch := []Chunk{{Off: off, Size: size, Dst: dst[:size]}}
-	if !c.mapped(path, ch, 0, flags, false) {
-		return false, nil
-	}
-	return true, ch[0].Err
-}
-
 // loadMapped serves ch (target CPU, file version want) by a mapped copy when
 // the load qualifies, and reports whether it did; false means nothing was
 // done (not even counted) and the caller runs the planned path, which then
 // also reports every error the checks here only detect (a missing file,
 // a changed version, a range past the end).
 func (c *Context) loadMapped(path string, ch []Chunk, want uint64) bool {
-	return c.mapped(path, ch, want, 0, true)
-}
-
-// mapped is loadMapped with the read's flags (READ_IMMUTABLE trusts the
-// open file as last checked, as the planned path would); count: add one
-// request per chunk (a chunk load; a read has counted its own).
-func (c *Context) mapped(path string, ch []Chunk, want uint64, flags uint32, count bool) bool {
 	if remote.HasScheme(path) || c.cache != nil && c.cache.Resident() > 0 {
 		return false // the DRAM cache may hold some of it: the planned path copies from there
 	}
@@ -123,7 +96,7 @@ func (c *Context) mapped(path string, ch []Chunk, want uint64, flags uint32, cou
 	if total < mapCopyMinBytes {
 		return false
 	}
-	obj, err := c.openTrusting(path, c.trustFor(flags))
+	obj, err := c.openTrusting(path, c.trust)
 	if err != nil {
 		return false
 	}
@@ -135,9 +108,7 @@ func (c *Context) mapped(path string, ch []Chunk, want uint64, flags uint32, cou
 	if n, known := c.src.Resident(f, lo, hi-lo, residencySamples); !known || n*8 < (hi-lo)*mapCopyResident {
 		return false
 	}
-	if count {
-		c.st.Requests.Add(uint64(len(ch)))
-	}
+	c.st.Requests.Add(uint64(len(ch)))
 	if mapCopyHook != nil {
 		mapCopyHook()
 	}

@@ -102,9 +102,6 @@ func (c *Context) read(path string, off, size uint64, dst []byte, target int, fl
 	if err := checkRange("read", path, off, size, len(dst), flags); err != nil {
 		return err
 	}
-	if done, err := c.readMapped(path, off, size, dst, flags); done {
-		return err
-	}
 	f, err := c.openFlags(path, flags)
 	if err != nil {
 		return err
