@@ -136,6 +136,17 @@ bad:
     return -1;
 }
 
+/* mtf_call_path: the shared prologue of read_into and read (7 arguments:
+ * hid, pid, path, ..., immutable): the encoded path from the path cache
+ * (borrowed), or NULL to decline: another argument count, an immutable that
+ * is not a bool, another process, a path not in the cache. */
+static PyObject* mtf_call_path(PyObject* const* a, Py_ssize_t na) {
+    if (na != 7 || (a[6] != Py_True && a[6] != Py_False) || mtf_path_cache == NULL ||
+        !PyLong_CheckExact(a[1]) || PyLong_AsLong(a[1]) != mtf_pid)
+        return NULL;
+    return PyDict_GetItemWithError(mtf_path_cache, a[2]);
+}
+
 /* read_into(hid, pid, path, offset, buffer, flags, immutable)
  *   -> nbytes | status < 0 | None
  * memtier_read_ex of len(buffer) bytes at offset into buffer (target CPU),
@@ -146,10 +157,7 @@ bad:
  * process, a path not in the cache, an immutable that is not a bool. */
 static PyObject* mtf_py_read_into(PyObject* self, PyObject* const* a, Py_ssize_t na) {
     (void)self;
-    if (na != 7 || (a[6] != Py_True && a[6] != Py_False) || mtf_path_cache == NULL ||
-        !PyLong_CheckExact(a[1]) || PyLong_AsLong(a[1]) != mtf_pid)
-        return mtf_decline();
-    PyObject* path = PyDict_GetItemWithError(mtf_path_cache, a[2]); /* borrowed */
+    PyObject* path = mtf_call_path(a, na); /* borrowed */
     if (path == NULL) return mtf_decline();
     memtier_ctx_t* ctx;
     const char* p;
@@ -185,10 +193,7 @@ static PyObject* mtf_py_read_into(PyObject* self, PyObject* const* a, Py_ssize_t
  * before it allocates). */
 static PyObject* mtf_py_read(PyObject* self, PyObject* const* a, Py_ssize_t na) {
     (void)self;
-    if (na != 7 || (a[6] != Py_True && a[6] != Py_False) || mtf_path_cache == NULL ||
-        !PyLong_CheckExact(a[1]) || PyLong_AsLong(a[1]) != mtf_pid)
-        return mtf_decline();
-    PyObject* path = PyDict_GetItemWithError(mtf_path_cache, a[2]); /* borrowed */
+    PyObject* path = mtf_call_path(a, na); /* borrowed */
     if (path == NULL) return mtf_decline();
     memtier_ctx_t* ctx;
     const char* p;
