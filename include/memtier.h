@@ -301,8 +301,9 @@ typedef struct memtier_config {
  * Returns:
  *   MEMTIER_OK
  *   MEMTIER_ERR_INVALID_ARG (NULL cfg)
- *   MEMTIER_ERR_FORMAT (an environment value does not parse;
- *     memtier_last_error names the variable; *cfg then holds the defaults)
+ *   MEMTIER_ERR_FORMAT (an environment value does not parse or is outside
+ *     its range; memtier_last_error names the variable; *cfg then holds the
+ *     defaults)
  *   MEMTIER_ERR_FORKED (called in a forked child)
  * Thread safety: safe from any thread (it only reads the environment).
  * Since: 0.1. */
@@ -316,8 +317,8 @@ MEMTIER_API int memtier_config_default(memtier_config_t* cfg);
  * Returns:
  *   MEMTIER_OK
  *   MEMTIER_ERR_INVALID_ARG (NULL cfg, cfg_size < 8)
- *   MEMTIER_ERR_FORMAT (an environment value does not parse; *cfg then
- *     holds the defaults)
+ *   MEMTIER_ERR_FORMAT (an environment value does not parse or is outside
+ *     its range; *cfg then holds the defaults)
  *   MEMTIER_ERR_FORKED (called in a forked child)
  * Thread safety: safe from any thread (it only reads the environment).
  * Since: 0.1. */
@@ -338,7 +339,8 @@ MEMTIER_API int memtier_config_default_sized(memtier_config_t* cfg, size_t cfg_s
  *   MEMTIER_ERR_INVALID_ARG (NULL ctx_out, struct_size below 8 or above
  *     65536, a field out of range, a cache_bytes above the memory limit's
  *     share: see memtier_memory_limit)
- *   MEMTIER_ERR_FORMAT (a MEMTIER_* environment value does not parse)
+ *   MEMTIER_ERR_FORMAT (a MEMTIER_* environment value does not parse or is
+ *     outside its range)
  *   MEMTIER_ERR_NOMEM (allocation failed)
  *   MEMTIER_ERR_UNSUPPORTED (gds_mode REQUIRED and GDS is not usable)
  *   MEMTIER_ERR_FORKED (called in a forked child)

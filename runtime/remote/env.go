@@ -22,15 +22,16 @@ const (
 
 // applyEnv fills PartBytes and MaxConcurrency from EnvPartBytes and
 // EnvConcurrency through o.Getenv (os.Getenv when nil) when they are zero.
-// Errors: errs.InvalidArg naming the variable and its value; the range is
-// Validate's.
+// Errors: errs.Format naming the variable and its value, for a value that
+// does not parse or lies outside the variable's range, as runtime/config
+// reports every MEMTIER_* value (README "Configuration").
 func (o *Options) applyEnv() error {
 	getenv := o.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	bad := func(name, v, why string) error {
-		return errs.New(errs.InvalidArg, "remote options", "%s=%q: %s", name, v, why)
+		return errs.New(errs.Format, "remote options", "%s=%q: %s", name, v, why)
 	}
 	if v := strings.TrimSpace(getenv(EnvPartBytes)); v != "" && o.PartBytes == 0 {
 		n, err := config.ParseSize(v)

@@ -56,8 +56,8 @@ func TestEnv_BadValues(t *testing.T) {
 		o.PartBytes = 0
 		o.Getenv = testEnv(tc.name, tc.val)
 		_, err := NewClient(o)
-		if errs.CodeOf(err) != errs.InvalidArg || err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s=%s: %v, want InvalidArg with %q", tc.name, tc.val, err, tc.want)
+		if errs.CodeOf(err) != errs.Format || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: %v, want Format with %q", tc.name, tc.val, err, tc.want)
 		}
 	}
 }

@@ -112,7 +112,7 @@ def test_settings_set_in_os_environ_after_import(gateway, tmp_path):
     # The endpoint and a wrong secret, set after import: versitygw refuses the signature.
     assert out["wrong_secret"].startswith("PermissionDeniedError: "), out["wrong_secret"]
     assert "SignatureDoesNotMatch" in out["wrong_secret"] and SECRET not in out["wrong_secret"]
-    assert out["bad_concurrency"].startswith("InvalidArgumentError: ")
+    assert out["bad_concurrency"].startswith("FormatError: ")
     assert 'MEMTIER_REMOTE_CONCURRENCY="0"' in out["bad_concurrency"], out["bad_concurrency"]
     assert out["ok"] == hashlib.sha1(data).hexdigest(), out["ok"]
     # MEMTIER_DISK_CACHE_DIR set after import: the blocks were cached there (write-behind,
