@@ -190,12 +190,12 @@ int main(int argc, char** argv) {
         mt_stats_sub(&diff, &after, &before);
 
         if (r->target == MEMTIER_TARGET_CUDA) {
-            /* CPU build: the read fails with UNSUPPORTED without touching dst;
+            /* No usable GPU: the read fails with UNSUPPORTED without touching dst;
              * memtier.h says explain returns the status the read would fail with. */
             int good = rst == MEMTIER_ERR_UNSUPPORTED && diff.bytes == 0;
             printf("%-2zu %-22s %-10s | explain: %s (path %s), read: %s -> %s\n", i + 1, r->label,
                    flags_name(r->flags), mt_status_name(est), memtier_path_name(dec.path),
-                   mt_status_name(rst), good ? "expected in a CPU build" : "UNEXPECTED");
+                   mt_status_name(rst), good ? "expected without a usable CUDA GPU" : "UNEXPECTED");
             if (est == MEMTIER_OK)
                 printf("   reason: %s\n   note: explain returned MEMTIER_OK although the read fails with %s\n",
                        dec.reason, mt_status_name(rst));

@@ -7,7 +7,7 @@
  * meanwhile the program does other work (builds the expected bytes for the later
  * check, polling memtier_request_test between slices); then it waits and reads the
  * range in 4 MiB chunks: every request must be a cache hit with no storage bytes.
- * Finally MEMTIER_PREFETCH_TO_HBM is asked for; a CPU build answers
+ * Finally MEMTIER_PREFETCH_TO_HBM is asked for; a machine without a usable CUDA GPU answers
  * MEMTIER_ERR_UNSUPPORTED, which is the expected result, not a failure.
  *
  * Exit 0/1.
@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     const uint64_t fsize = 96 * M, off = 16 * M, len = 64 * M, chunk = 4 * M;
     printf("memtier_prefetch_async loads 64 MiB [16 MiB, 80 MiB) of a 96 MiB file into the\n");
     printf("DRAM cache while the program does other work; the reads that follow must all be\n");
-    printf("cache hits. MEMTIER_PREFETCH_TO_HBM is UNSUPPORTED in a CPU build (expected).\n");
+    printf("cache hits. MEMTIER_PREFETCH_TO_HBM is UNSUPPORTED without a usable CUDA GPU (expected).\n");
 
     const char* path = mt_temp_file("prefetch_demo", fsize, MT_CONTENT_PATTERN);
     if (mt_drop_page_cache(path) != 0) printf("note: could not drop the page cache: %s\n", strerror(errno));
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
     }
     int sst = memtier_prefetch(ctx, path, off, len, &hbm);
     if (hst == MEMTIER_ERR_UNSUPPORTED && sst == MEMTIER_ERR_UNSUPPORTED) {
-        printf("MEMTIER_PREFETCH_TO_HBM: async -> %s (%s), sync -> %s: expected in a CPU build\n"
+        printf("MEMTIER_PREFETCH_TO_HBM: async -> %s (%s), sync -> %s: expected without a usable CUDA GPU\n"
                "  detail: %s\n",
                mt_status_name(hst), where, mt_status_name(sst), hdetail);
     } else if (hst == MEMTIER_OK && sst == MEMTIER_OK) {

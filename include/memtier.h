@@ -352,7 +352,9 @@ MEMTIER_API int memtier_init(const memtier_config_t* cfg, memtier_ctx_t** ctx_ou
 /* memtier_finalize: stops the context: queued async requests complete with
  * MEMTIER_ERR_CLOSED, running ones are waited for, descriptors are closed, the
  * cache is freed and the context's safetensors and dataset handles are closed.
- * Later calls with ctx fail with MEMTIER_ERR_CLOSED. Blocks until in-flight
+ * Its requests are freed too: a memtier_request_release of one afterwards
+ * returns MEMTIER_ERR_CLOSED and does nothing. Later calls with ctx fail with
+ * MEMTIER_ERR_CLOSED. Blocks until in-flight
  * I/O ends.
  * Returns:
  *   MEMTIER_OK (also for finalize(NULL), a no-op)
@@ -603,7 +605,9 @@ MEMTIER_API int memtier_request_test(memtier_request_t* req, uint64_t* nbytes_ou
  * first (it may write to its dst until then).
  * Returns:
  *   MEMTIER_OK (also for release(NULL))
- *   MEMTIER_ERR_CLOSED (unknown or already released request)
+ *   MEMTIER_ERR_CLOSED (unknown or already released request, including one
+ *     that memtier_finalize of its context already freed: finalize waits for
+ *     and frees its context's requests, so this CLOSED is harmless)
  *   MEMTIER_ERR_FORKED (called in a forked child)
  * Thread safety: safe from any thread; req must not be used by other threads
  *   once release is called.

@@ -94,7 +94,7 @@ Environment
     behave as if torch were not importable (numpy results, tensors refused).
 """
 
-from typing import Any
+from typing import Any as _Any
 
 from ._context import (
     CHUNK_BYTES,
@@ -200,7 +200,7 @@ from .integrations import _patch as _integrations_patch  # noqa: E402
 _integrations_patch.apply_env()
 
 
-def __getattr__(name: str) -> Any:  # PEP 562: optional parts, imported on first access
+def __getattr__(name: str) -> _Any:  # PEP 562: optional parts, imported on first access
     if name == "MemTierDataset":  # memtier/dataset.py (may import torch: not at import)
         from .dataset import MemTierDataset
 
