@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/memtier/memtier/runtime/cache"
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/logx"
 	"github.com/memtier/memtier/runtime/mem"
 	"github.com/memtier/memtier/runtime/source"
 )
@@ -202,7 +203,7 @@ func (c *Context) fillRun(f source.Object, path int, s *span, part []byte, out *
 	}
 	bs := c.cache.BlockSize()
 	for blo := lo / bs * bs; blo < hi; blo += bs {
-		blk := c.cache.AcquireQuiet(f.Version(), blo/bs)
+		blk := c.claimBlock(f, blo/bs)
 		if blk == nil {
 			continue // no room: the bytes were served anyway
 		}
@@ -218,6 +219,18 @@ func (c *Context) fillRun(f source.Object, path int, s *span, part []byte, out *
 		out.fetched += uint64(got)
 	}
 	return nil
+}
+
+// claimBlock pins f's cache block idx for filling, or returns nil when the
+// cache has no room for it or f's bytes may not be cached yet (a file
+// changed within its file system's timestamp tick: files.File.CacheSafe);
+// the caller then reads around the cache.
+func (c *Context) claimBlock(f source.Object, idx uint64) *cache.Block {
+	if !source.CacheSafe(f) {
+		logx.Debugf("cache.racy", "not cached yet: %s changed within its file system's timestamp tick", f.Name())
+		return nil
+	}
+	return c.cache.AcquireQuiet(f.Version(), idx)
 }
 
 // readSource reads dst from the source at off by path, or, nowait, only if
@@ -244,8 +257,8 @@ func (c *Context) fillSpan(f source.Object, path int, s *span, part []byte, nowa
 	bs := c.cache.BlockSize()
 	blo := s.off / bs * bs
 	lo, hi := s.off-blo, s.off-blo+s.size
-	blk := c.cache.AcquireQuiet(f.Version(), blo/bs)
-	if blk == nil { // no room: read around the cache
+	blk := c.claimBlock(f, blo/bs)
+	if blk == nil { // no room, or not cacheable yet: read around the cache
 		c.st.CacheMisses.Add(1)
 		if part == nil {
 			return nil // nothing to prefetch into; not an error

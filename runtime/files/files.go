@@ -113,6 +113,8 @@ type File struct {
 	resolved atomic.Int64  // monotonic ns of the last stat of Path that matched this File
 	checked  atomic.Int64  // monotonic ns of the last check (fstat or stat) that matched this File
 	localFS  bool          // on a local file system whose fstat never blocks (see fstatQuick)
+	fineTS   bool          // its file system stamps ctime fine-grained after a query (racy.go)
+	settled  atomic.Bool   // CacheSafe answered true once
 
 	dmu      sync.Mutex  // serialises the first Direct call
 	dReady   atomic.Bool // dfd, memAlign, offAlign, alignSrc are set and final
@@ -422,21 +424,23 @@ func checkType(path string, mode uint32) error {
 // hold, so ranged reads cannot be checked against end of file), and whether it
 // is on a local disk or memory file system, whose fstat answers from the inode
 // in memory and never waits on a device or a server (NFS and FUSE may).
-func fsKind(fd int) (pseudo, local bool) {
+// fineTS: it stamps ctime fine-grained after a query (fineCtime, racy.go).
+func fsKind(fd int) (pseudo, local, fineTS bool) {
 	var sf unix.Statfs_t
 	if unix.Fstatfs(fd, &sf) != nil {
-		return false, false
+		return false, false, false
 	}
+	fineTS = fineCtime(uint32(sf.Type))
 	switch uint32(sf.Type) {
 	case unix.PROC_SUPER_MAGIC, unix.SYSFS_MAGIC, unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC,
 		unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC, unix.SECURITYFS_MAGIC,
 		unix.BPF_FS_MAGIC, unix.PSTOREFS_MAGIC, unix.EFIVARFS_MAGIC:
-		return true, false
+		return true, false, fineTS
 	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC,
 		unix.TMPFS_MAGIC, unix.OVERLAYFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC:
-		return false, true
+		return false, true, fineTS
 	}
-	return false, false
+	return false, false, fineTS
 }
 
 // open is Acquire's slow path: a new descriptor, installed under the write
@@ -460,7 +464,7 @@ func (t *Table) open(path string) (*File, uint64, error) {
 		unix.Close(fd)
 		return nil, 0, err
 	}
-	pseudo, local := fsKind(fd)
+	pseudo, local, fineTS := fsKind(fd)
 	if pseudo {
 		unix.Close(fd)
 		return nil, 0, errs.At(errs.NotRegular, "open", path, -1,
@@ -475,7 +479,7 @@ func (t *Table) open(path string) (*File, uint64, error) {
 	// copying them): the table keeps its own copy.
 	path = strings.Clone(path)
 	procFiles.held.Add(1) // f.close gives it back
-	f := &File{Path: path, ID: versionID(id), Ident: id, FD: fd, t: t, dfd: -1, localFS: local}
+	f := &File{Path: path, ID: versionID(id), Ident: id, FD: fd, t: t, dfd: -1, localFS: local, fineTS: fineTS}
 	f.refs.Store(1)
 	now := nanotime()
 	f.resolved.Store(now)

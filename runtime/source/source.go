@@ -58,3 +58,16 @@ type Source interface {
 	// DirectRefused reports whether O_DIRECT is known not to work for o.
 	DirectRefused(o Object) bool
 }
+
+// cacheSafer is implemented by Objects whose bytes may not be cached yet
+// (files.File.CacheSafe: a file changed within its file system's
+// timestamp tick).
+type cacheSafer interface{ CacheSafe() bool }
+
+// CacheSafe reports whether bytes of o read now may be kept by a cache
+// tier: Objects without the notion (remote objects, bound to an ETag) always
+// may. Thread-safe.
+func CacheSafe(o Object) bool {
+	s, ok := o.(cacheSafer)
+	return !ok || s.CacheSafe()
+}
