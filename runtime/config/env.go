@@ -38,6 +38,7 @@ var OtherVars = []OtherVar{
 	{"MEMTIER_UPDATE_SAFETENSORS_CORPUS", "Go tests: rewrite the safetensors corpus"},
 	{"MEMTIER_FILES_TEST_CHILD", "runtime/files tests: child process mode"},
 	{"MEMTIER_FILES_TEST_DIR", "runtime/files tests: child process input directory"},
+	{"MEMTIER_RAMFS_CHILD", "runtime/engine tests: child process on a private ramfs (racy_test.go)"},
 	{"MEMTIER_LOG", "runtime/logx and python/memtier/_log.py: off (default), warn, info or debug: policy decisions and fallbacks on stderr"},
 	{"MEMTIER_PATCH_SAFETENSORS", "python/memtier/integrations/_patch.py: 1 routes safetensors' load_file/safe_open/load_model through MemTier from import memtier on"},
 	{"MEMTIER_CGROUP_ROOT", "runtime/config (tests): a fake tree read instead of / for the memory limit (memlimit.go)"},
