@@ -36,6 +36,8 @@ func hitLayoutMismatch() string {
 		{C.MT_HIT_HDR_MODE, hitidx.HdrMode}, {C.MT_HIT_HDR_TRUST_NS, hitidx.HdrTrustNs},
 		{C.MT_HIT_HDR_RECHECK_NS, hitidx.HdrRecheckNs}, {C.MT_HIT_HDR_MONO_OFFSET, hitidx.HdrMonoOffset},
 		{C.MT_HIT_HDR_FILE_OFF, hitidx.HdrFileOff}, {C.MT_HIT_HDR_BLOCK_OFF, hitidx.HdrBlockOff},
+		{C.MT_HIT_HDR_HINT_OFF, hitidx.HdrHintOff}, {C.MT_HIT_HDR_HINT_MASK, hitidx.HdrHintMask},
+		{C.MT_HIT_HINT_ENTRY, hitidx.HintEntry},
 		{C.MT_HIT_CTR_CHECKED, hitidx.CtrChecked}, {C.MT_HIT_CTR_TRUSTED, hitidx.CtrTrusted},
 		{C.MT_HIT_CTR_BYTES, hitidx.CtrBytes}, {C.MT_HIT_CTR_READV_CALLS, hitidx.CtrReadvCalls},
 		{C.MT_HIT_CTR_READV_CHECKED, hitidx.CtrReadvChecked}, {C.MT_HIT_CTR_READV_HITS, hitidx.CtrReadvHits},
@@ -69,6 +71,14 @@ func hitLayoutMismatch() string {
 		C.free(unsafe.Pointer(cs))
 		if h != hitidx.PathHash(p) {
 			return fmt.Sprintf("path hash of %q: C %#x, Go %#x", p, h, hitidx.PathHash(p))
+		}
+	}
+	for _, k := range [][4]uint64{{1, 0, 1, 0}, {7, 3, 1<<15 - 1, 1<<13 - 1}, {1 << 40, 1<<32 + 5, 1<<20 - 1, 1<<18 - 1}} {
+		var b, h, tag C.uint64_t
+		C.mt_hit_slots(C.uint64_t(k[0]), C.uint64_t(k[1]), C.uint64_t(k[2]), C.uint64_t(k[3]), &b, &h, &tag)
+		gb, gh, gt := hitidx.BlockSlot(k[0], k[1], k[2]), hitidx.HintSlot(k[0], k[1], k[3]), hitidx.HintTag(k[0], k[1])
+		if uint64(b) != gb || uint64(h) != gh || uint64(tag) != gt {
+			return fmt.Sprintf("slots of block %v: C %d/%d/%d, Go %d/%d/%d", k, b, h, tag, gb, gh, gt)
 		}
 	}
 	return ""

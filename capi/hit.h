@@ -12,7 +12,7 @@
 /* Internal to libmemtier.so: not exported. */
 #define MT_HIT_API __attribute__((visibility("hidden")))
 
-#define MT_HIT_MAGIC 0x4d54484954583031ull /* "MTHITX01" */
+#define MT_HIT_MAGIC 0x4d54484954583032ull /* "MTHITX02" */
 
 /* header */
 #define MT_HIT_HDR_MAGIC 0
@@ -25,6 +25,8 @@
 #define MT_HIT_HDR_MONO_OFFSET 56
 #define MT_HIT_HDR_FILE_OFF 64
 #define MT_HIT_HDR_BLOCK_OFF 72
+#define MT_HIT_HDR_HINT_OFF 80
+#define MT_HIT_HDR_HINT_MASK 88
 #define MT_HIT_CTR_CHECKED 128
 #define MT_HIT_CTR_TRUSTED 136
 #define MT_HIT_CTR_BYTES 144
@@ -57,6 +59,9 @@
 #define MT_HIT_BLOCK_VALID 32
 #define MT_HIT_BLOCK_REF 40
 #define MT_HIT_BLOCK_ENTRY 64
+
+/* address hint (runtime/hitidx.HintEntry): one uint64 */
+#define MT_HIT_HINT_ENTRY 8
 
 /* The most elements memtier_readv takes (capi/exports_io.go maxReadvElements):
  * larger calls go to Go, which refuses them. */
@@ -100,5 +105,10 @@ MT_HIT_API uint64_t mt_hit_readv(uint64_t id, const char* path, memtier_iovec_t*
 
 /* mt_hit_path_hash is runtime/hitidx.PathHash of p[0:n] (for the layout test). */
 MT_HIT_API uint64_t mt_hit_path_hash(const char* p, uint64_t n);
+
+/* mt_hit_slots sets *block, *hint and *tag to runtime/hitidx.BlockSlot,
+ * HintSlot and HintTag of block (file version, index) (for the layout test). */
+MT_HIT_API void mt_hit_slots(uint64_t file, uint64_t index, uint64_t block_mask, uint64_t hint_mask,
+                             uint64_t* block, uint64_t* hint, uint64_t* tag);
 
 #endif

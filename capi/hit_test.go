@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/engine"
+	"github.com/memtier/memtier/runtime/hitidx"
 	"github.com/memtier/memtier/runtime/policy"
 )
 
@@ -339,5 +341,58 @@ func TestHitEvictionRace(t *testing.T) {
 	inC.Range(func(_, v any) bool { total += v.(int); return true })
 	if total == 0 {
 		t.Fatal("no read was served in C")
+	}
+}
+
+// TestHitStaleHints: the address hints are only predictions. With every hint
+// naming an unmapped page under the right tag (a wrong prediction), with
+// every tag wrong (no prediction) and with every hint zero, C still serves
+// exactly the cached bytes (from the entries' own addresses) and counts
+// them once.
+func TestHitStaleHints(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	data := pattern(1<<20, 0x5a)
+	writeFile(t, path, data)
+	id, c := newHitCtx(t, config.FreshOpen, nil)
+	if _, err := c.Prefetch(path, 0, 1<<20, 0); err != nil {
+		t.Fatal(err)
+	}
+	base := c.HitIndex()
+	u64 := func(off uintptr) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Add(base, off)) }
+	hints, mask := uintptr(u64(hitidx.HdrHintOff).Load()), u64(hitidx.HdrHintMask).Load()
+	nowhere := uint64(uintptr(mmapNone(t)))
+	for _, tc := range []struct {
+		name string
+		edit func(w uint64) uint64
+	}{
+		{"wrong address", func(w uint64) uint64 { return nowhere | w&0xfff }},
+		{"wrong tag", func(w uint64) uint64 { return w ^ 1 }},
+		{"zero", func(uint64) uint64 { return 0 }},
+	} {
+		set := 0
+		for i := uint64(0); i <= mask; i++ {
+			h := u64(hints + uintptr(i)*hitidx.HintEntry)
+			if w := h.Load(); w != 0 {
+				h.Store(tc.edit(w))
+				set++
+			}
+		}
+		if set == 0 && tc.name == "wrong address" {
+			t.Fatal("no hint was set by the prefetch")
+		}
+		c.ResetStats()
+		for off := uint64(0); off < 1<<20; off += 60 << 10 {
+			got, ok := read4k(id, path, off, 0)
+			if !ok {
+				t.Fatalf("%s, offset %d: not served in C", tc.name, off)
+			}
+			if !bytes.Equal(got, data[off:off+4096]) {
+				t.Fatalf("%s, offset %d: wrong bytes", tc.name, off)
+			}
+		}
+		if s := c.Stats(); s.Requests != 18 || s.CacheHitRequests != 18 || s.CacheHitBytes != 18*4096 {
+			t.Fatalf("%s: stats %+v", tc.name, s)
+		}
 	}
 }

@@ -29,7 +29,7 @@ import (
 
 // Layout, in bytes. Every field is 8-byte aligned; capi/hit.h mirrors it.
 const (
-	Magic = 0x4d54484954583031 // "MTHITX01"
+	Magic = 0x4d54484954583032 // "MTHITX02"
 
 	HdrMagic      = 0
 	HdrFileMask   = 8  // uint64: file slots - 1
@@ -41,6 +41,8 @@ const (
 	HdrMonoOffset = 56 // int64: CLOCK_MONOTONIC - OffsetLow <= the files clock (see New)
 	HdrFileOff    = 64 // uint64: offset of the file table
 	HdrBlockOff   = 72 // uint64: offset of the block table
+	HdrHintOff    = 80 // uint64: offset of the address hints
+	HdrHintMask   = 88 // uint64: hint slots - 1
 	// C-side hit counters, on a cache line of their own (C adds to them).
 	CtrChecked = 128 // hits whose file was checked with fstat (strict)
 	CtrTrusted = 136 // hits that trusted the file (open, interval, immutable)
@@ -76,6 +78,17 @@ const (
 	BlockRef   = 40 // set to 1 by C on a hit (S3-FIFO frequency), cleared by Go
 	BlockEntry = 64
 
+	// An address hint is one uint64: the address of a block last claimed
+	// into that slot (HintSlot), its low 12 bits (zero in the page-aligned
+	// address) holding the block's HintTag, or 0. It is only a prediction: C
+	// copies from it only after the block's entry, read under its sequence
+	// counter, has named the same address, so a stale hint costs a slower
+	// copy, never a wrong one; the tag keeps C from predicting with the
+	// hint of another block of the slot. Hints are dense (8 bytes per block,
+	// not an entry's 64), so they stay in the CPU caches where the block
+	// table does not, and the copy's loads need not wait for the entry's miss.
+	HintEntry = 8
+
 	// MaxBlockPages is the largest block the index describes: its validity
 	// is one 64-bit word.
 	MaxBlockPages = 64
@@ -107,8 +120,10 @@ type Index struct {
 	base   unsafe.Pointer
 	fmask  uint64
 	bmask  uint64
+	hmask  uint64
 	files  unsafe.Pointer
 	blocks unsafe.Pointer
+	hints  unsafe.Pointer
 	// counter values at the last ResetCounters, subtracted by Counters (C
 	// adds without a lock, so Go never stores into the counters it reads).
 	base0 [6]atomic.Uint64
@@ -121,17 +136,21 @@ func New(o Options) (*Index, error) {
 		o.BlockShift < 12 || o.BlockShift > 12+6 || o.Now == nil {
 		return nil, errors.New("hitidx: bad options")
 	}
-	fileOff := uint64(hdrSize)
+	// About one hint per block: BlockSlots is about four entries per block.
+	hintSlots := uint64(max(1, o.BlockSlots/4))
+	hintOff := uint64(hdrSize)
+	fileOff := hintOff + hintSlots*HintEntry
 	blockOff := fileOff + uint64(o.FileSlots)*FileEntry
 	size := int(blockOff + uint64(o.BlockSlots)*BlockEntry)
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := mapRegion(size)
 	if err != nil {
 		return nil, err
 	}
 	x := &Index{mem: mem, base: unsafe.Pointer(&mem[0]),
-		fmask: uint64(o.FileSlots - 1), bmask: uint64(o.BlockSlots - 1)}
+		fmask: uint64(o.FileSlots - 1), bmask: uint64(o.BlockSlots - 1), hmask: hintSlots - 1}
 	x.files = unsafe.Add(x.base, fileOff)
 	x.blocks = unsafe.Add(x.base, blockOff)
+	x.hints = unsafe.Add(x.base, hintOff)
 	x.u64(x.base, HdrFileMask).Store(x.fmask)
 	x.u64(x.base, HdrBlockMask).Store(x.bmask)
 	x.u64(x.base, HdrBlockShift).Store(uint64(o.BlockShift))
@@ -141,6 +160,8 @@ func New(o Options) (*Index, error) {
 	x.u64(x.base, HdrMonoOffset).Store(uint64(monoOffset(o.Now)))
 	x.u64(x.base, HdrFileOff).Store(fileOff)
 	x.u64(x.base, HdrBlockOff).Store(blockOff)
+	x.u64(x.base, HdrHintOff).Store(hintOff)
+	x.u64(x.base, HdrHintMask).Store(x.hmask)
 	x.u64(x.base, HdrMagic).Store(Magic)
 	return x, nil
 }
@@ -172,7 +193,7 @@ func (x *Index) Base() unsafe.Pointer { return x.base }
 func (x *Index) Close() {
 	if x.mem != nil {
 		_ = unix.Munmap(x.mem)
-		x.mem, x.base, x.files, x.blocks = nil, nil, nil, nil
+		x.mem, x.base, x.files, x.blocks, x.hints = nil, nil, nil, nil, nil
 	}
 }
 

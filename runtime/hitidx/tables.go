@@ -101,14 +101,27 @@ func (x *Index) FileUsed(path string, version uint64, fd int) bool {
 
 // BlockSlot is the first entry of the pair of block (file, index); capi/hit.c
 // computes the same (runtime/cache's mix64 of the hint slot).
-func BlockSlot(file, index, mask uint64) uint64 {
+func BlockSlot(file, index, mask uint64) uint64 { return blockHash(file, index) & mask &^ 1 }
+
+// HintSlot is the address hint slot of block (file, index) (capi/hit.c
+// computes the same): other bits of the hash than BlockSlot's lowest.
+func HintSlot(file, index, mask uint64) uint64 { return blockHash(file, index) >> 1 & mask }
+
+// HintTag is the tag of block (file, index) in its hint's low 12 bits: the
+// hash's top bits, which neither slot uses below 2^51 slots.
+func HintTag(file, index uint64) uint64 { return blockHash(file, index) >> 52 }
+
+// hintTagMask covers the tag: block addresses are page aligned (4096).
+const hintTagMask = 1<<12 - 1
+
+func blockHash(file, index uint64) uint64 {
 	x := file ^ index*0x9e3779b97f4a7c15
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
-	return x & mask &^ 1
+	return x
 }
 
 func (x *Index) pair(file, index uint64) (e0, e1 unsafe.Pointer) {
@@ -157,6 +170,19 @@ func (x *Index) Claim(file, index uint64, addr uintptr, valid uint64) {
 	x.u64(e, BlockValid).Store(valid)
 	x.u64(e, BlockRef).Store(0)
 	x.unlockPair(e0, e1, s0, s1)
+	// After the entry: a hint never names an address before an entry does
+	// (and Clear leaves it: see HintEntry). An address that is not page
+	// aligned has no room for the tag: no prediction.
+	h := uint64(0)
+	if addr&hintTagMask == 0 {
+		h = uint64(addr) | HintTag(file, index)
+	}
+	x.u64(x.hints, uintptr(HintSlot(file, index, x.hmask))*HintEntry).Store(h)
+}
+
+// Hint is the hint word of block (file, index)'s slot, for tests.
+func (x *Index) Hint(file, index uint64) uint64 {
+	return x.u64(x.hints, uintptr(HintSlot(file, index, x.hmask))*HintEntry).Load()
 }
 
 // Valid adds pages to the valid set of the block's entry, if it has one.

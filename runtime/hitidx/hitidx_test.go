@@ -1,0 +1,59 @@
+package hitidx
+
+import (
+	"testing"
+	"unsafe"
+)
+
+func newIndex(t *testing.T, blockSlots int) *Index {
+	t.Helper()
+	x, err := New(Options{FileSlots: 16, BlockSlots: blockSlots, BlockShift: 16, Now: func() int64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(x.Close)
+	return x
+}
+
+// A claimed block's hint names its address; Clear leaves it (a hint is only
+// a prediction that C checks against the entry).
+func TestHintFollowsClaim(t *testing.T) {
+	x := newIndex(t, 64)
+	if got := x.u64(x.base, HdrHintMask).Load(); got != 15 {
+		t.Fatalf("hint mask %d, want 15 (64 block slots / 4 - 1)", got)
+	}
+	tag := HintTag(7, 3)
+	if tag != blockHash(7, 3)>>52 || tag > hintTagMask {
+		t.Fatalf("tag %#x", tag)
+	}
+	x.Claim(7, 3, 0x10000, 1)
+	if got := x.Hint(7, 3); got != 0x10000|tag {
+		t.Fatalf("hint %#x after Claim, want %#x", got, 0x10000|tag)
+	}
+	x.Clear(7, 3, 0x10000)
+	if got := x.Hint(7, 3); got != 0x10000|tag {
+		t.Fatalf("hint %#x after Clear, want it left at %#x", got, 0x10000|tag)
+	}
+	x.Claim(7, 3, 0x20000, 1)
+	if got := x.Hint(7, 3); got != 0x20000|tag {
+		t.Fatalf("hint %#x after a new Claim, want %#x", got, 0x20000|tag)
+	}
+	x.Claim(7, 3, 0x20010, 1) // not page aligned: no room for the tag
+	if got := x.Hint(7, 3); got != 0 {
+		t.Fatalf("hint %#x for an unaligned address, want 0", got)
+	}
+}
+
+// A region of at least half a huge page starts at a huge-page boundary and
+// covers whole huge pages; a small one is mapped as it is.
+func TestRegionMapping(t *testing.T) {
+	big := newIndex(t, 1<<15) // 2 MiB of block entries
+	if a := uintptr(big.base); a%hugePage != 0 || len(big.mem)%hugePage != 0 {
+		t.Fatalf("region at %#x, %d bytes: want 2 MiB aligned and sized", a, len(big.mem))
+	}
+	small := newIndex(t, 64)
+	want := hdrSize + 16*HintEntry + 16*FileEntry + 64*BlockEntry
+	if len(small.mem) != want || unsafe.Pointer(&small.mem[0]) != small.base {
+		t.Fatalf("small region %d bytes, want %d", len(small.mem), want)
+	}
+}
