@@ -103,6 +103,7 @@ func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t,
 	cv := unsafe.Slice(iov, int(n))
 	def := goPath(path)
 	v := make([]engine.IOVec, len(cv))
+	var low map[int]error // elements whose dst is in the first page (lowDst), refused here
 	for i := range cv {
 		e := &cv[i]
 		p := def
@@ -113,8 +114,32 @@ func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t,
 		if e.dst == nil && e.size > 0 || uint64(e.size) > math.MaxInt64 {
 			v[i].Dst, v[i].Size = nil, uint64(e.size) // engine reports the bad element
 		}
+		if target == C.MEMTIER_TARGET_CPU {
+			if err := lowDst("memtier_readv", e.dst, uint64(e.size)); err != nil {
+				if low == nil {
+					low = map[int]error{}
+				}
+				low[i] = err
+				v[i].Dst, v[i].Size = nil, 0 // the engine reads nothing for it
+			}
+		}
 	}
 	err = ctx.ReadV(v, int(target), uint32(flags))
+	if low != nil {
+		// The call's status is still its lowest failed element's.
+		var first error
+		for i := range v {
+			if e, ok := low[i]; ok {
+				v[i].Err, v[i].Result = e, int64(errs.CodeOf(e))
+			}
+			if first == nil && v[i].Err != nil {
+				first = v[i].Err
+			}
+		}
+		if first != nil {
+			err = first
+		}
+	}
 	for i := range cv {
 		cv[i].result = C.int64_t(v[i].Result)
 	}

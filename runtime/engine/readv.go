@@ -174,7 +174,7 @@ func (c *Context) readvPrepare(v []IOVec, idx []int, flags uint32, inline bool, 
 	}
 	idx = rest
 	if inline {
-		idx = c.readvInline(f, v, idx)
+		idx = c.readvInline(f, v, idx, fail)
 	}
 	sortByOffset(v, idx)
 	// At most one group per element left after the inline pass: one
@@ -214,30 +214,40 @@ func failUnfinished(v []IOVec, groups []readvGroup, err error, fail func(int, er
 // elements over the 2 CPUs of the build VM measured slower from Python
 // (131-137 µs against 84-90 µs per batch), as the second thread's wake-up and
 // the shared memory bandwidth cost more than the copies it takes over.
-func (c *Context) readvInline(f source.Object, v []IOVec, idx []int) []int {
+func (c *Context) readvInline(f source.Object, v []IOVec, idx []int, fail func(int, error)) []int {
 	rest := idx[:0]
 	for _, i := range idx {
-		if !c.readInline(f, &v[i]) {
+		if served, err := c.readInline(f, &v[i]); err != nil {
+			fail(i, err)
+		} else if !served {
 			rest = append(rest, i)
 		}
 	}
 	return rest
 }
 
-// readInline serves element e with no I/O when the DRAM cache
-// holds all of it, and reports whether it did.
-func (c *Context) readInline(f source.Object, e *IOVec) bool {
+// readInline serves element e with no I/O when the DRAM cache holds all
+// of it, and reports whether it did. The copies cannot fail but on a bad
+// destination: that fault (the goroutine runs with debug.SetPanicOnFault)
+// is e's own IO error, so one bad element does not fail the others (the
+// memtier_readv contract), as on the paths that read from the source.
+func (c *Context) readInline(f source.Object, e *IOVec) (served bool, err error) {
 	var p plan
 	c.makePlan(&p, f, e.Off, e.Size, 0, planOpts{cachedOnly: true})
 	if p.cached != e.Size {
 		p.release()
-		return false
+		return false, nil
 	}
-	s, _ := c.exec(&p, e.Dst[:e.Size], true) // copies only: cannot fail
+	defer func() {
+		if r := recover(); r != nil {
+			served, err = true, errs.FromPanic("readv", r) // exec released p's pins
+		}
+	}()
+	s, _ := c.exec(&p, e.Dst[:e.Size], true)
 	c.st.ReadvInlineHits.Add(1)
 	e.Result = int64(e.Size)
 	c.account(s)
-	return true
+	return true, nil
 }
 
 // execGroupNoWait serves g by its plan p if it can without blocking on the

@@ -1,7 +1,8 @@
 /*
  * Description: mistakes a new user made (found by following the README), each
  * with the status it must get: a destination pointer to unmapped memory, or
- * below 4096, is MEMTIER_ERR_IO on every path (never a crash or INTERNAL); a readv count near
+ * below 4096, is MEMTIER_ERR_IO on every path (never a crash or INTERNAL), and in a readv
+ * only that element's result, beside cached and past-EOF ones; a readv count near
  * SIZE_MAX is INVALID_ARG; /proc and FIFO paths are NOT_REGULAR; a relative path
  * names the file of the current directory after a chdir; a cache budget above
  * physical memory is INVALID_ARG; a failed memtier_explain reports PATH_NONE.
@@ -41,12 +42,49 @@ static void check_bad_pointer(memtier_ctx_t* ctx, const char* p) {
     MT_CHECK(mt_find_p_mismatch(ok, 0, sizeof ok) < 0, "bytes after the faults");
 }
 
+/* readv elements with a bad destination, beside cache hits: each element
+ * gets its own result and the call the status of the lowest failed index
+ * (the header's contract; the cache-hit copy once failed the whole call, or
+ * gave INTERNAL for a pointer below 4096). */
+static void check_readv_bad_elements(memtier_ctx_t* ctx) {
+    const char* p = mt_make_pfile("rv.bin", 64 * 1024);
+    uint8_t d[64];
+    MT_OK(memtier_read(ctx, p, 0, sizeof d, d, MEMTIER_TARGET_CPU)); /* fills the DRAM cache */
+    long ps = sysconf(_SC_PAGESIZE);
+    uint8_t* ro = mmap(NULL, (size_t)ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MT_CHECK(ro != MAP_FAILED, "mmap");
+    for (int rep = 0; rep < 2; rep++) {
+        memset(d, 0, sizeof d);
+        memtier_iovec_t a[3] = {{0, 4, d, NULL, -99}, {8, 4, ro, NULL, -99}, {16, 4, d + 16, NULL, -99}};
+        MT_STATUS(memtier_readv(ctx, p, a, 3, MEMTIER_TARGET_CPU), MEMTIER_ERR_IO);
+        MT_CHECK(a[0].result == 4, "cached element before the bad one: result %lld", (long long)a[0].result);
+        MT_CHECK(a[1].result == MEMTIER_ERR_IO, "read-only destination: result %lld", (long long)a[1].result);
+        MT_CHECK(a[2].result == 4, "cached element after the bad one: result %lld", (long long)a[2].result);
+        MT_CHECK(mt_find_p_mismatch(d, 0, 4) < 0 && mt_find_p_mismatch(d + 16, 16, 4) < 0, "bytes of the good elements");
+
+        memtier_iovec_t b[3] = {{0, 4, d, NULL, -99}, {8 * MiB, 4, d + 8, NULL, -99}, {8, 4, ro, NULL, -99}};
+        MT_STATUS(memtier_readv(ctx, p, b, 3, MEMTIER_TARGET_CPU), MEMTIER_ERR_EOF); /* the lowest failed index */
+        MT_CHECK(b[0].result == 4, "cached element: result %lld", (long long)b[0].result);
+        MT_CHECK(b[1].result == MEMTIER_ERR_EOF, "element past the end: result %lld", (long long)b[1].result);
+        MT_CHECK(b[2].result == MEMTIER_ERR_IO, "read-only destination after it: result %lld", (long long)b[2].result);
+
+        memtier_iovec_t c[2] = {{0, 4, d, NULL, -99}, {8, 4, (void*)16, NULL, -99}};
+        MT_STATUS(memtier_readv(ctx, p, c, 2, MEMTIER_TARGET_CPU), MEMTIER_ERR_IO);
+        MT_CHECK(strstr(memtier_last_error(), "bad destination address") != NULL, "last_error \"%s\"",
+                 memtier_last_error());
+        MT_CHECK(c[0].result == 4, "cached element: result %lld", (long long)c[0].result);
+        MT_CHECK(c[1].result == MEMTIER_ERR_IO, "destination below 4096: result %lld", (long long)c[1].result);
+    }
+    munmap(ro, (size_t)ps);
+}
+
 int main(void) {
     mt_begin("test_misuse");
     const char* p = mt_make_pfile("p.bin", 1 * MiB);
     memtier_ctx_t* ctx = mt_init_cfg(NULL);
 
     check_bad_pointer(ctx, p);
+    check_readv_bad_elements(ctx);
 
     memtier_iovec_t one = {0, 8, NULL, NULL, 0};
     uint8_t b8[8];
