@@ -444,9 +444,10 @@ def _end_ptr(t: Any) -> int:
 
 def _shared_groups(sd: Dict[str, Any], torch: Any) -> List[Set[str]]:
     groups: Dict[Tuple[Any, int, int], Set[str]] = {}
+    meta = torch.device("meta")  # made once: a torch.device per tensor costs more than the test
     for k, v in sd.items():
         ptr, size = _storage(v)
-        if v.device != torch.device("meta") and ptr != 0 and size != 0:
+        if ptr != 0 and size != 0 and v.device != meta:
             groups.setdefault((v.device, ptr, size), set()).add(k)
     out: List[Set[str]] = []
     for shared in sorted(groups.values(), key=lambda s: sorted(s)):
@@ -465,12 +466,16 @@ def _shared_groups(sd: Dict[str, Any], torch: Any) -> List[Set[str]]:
     return out
 
 
+def _covers(t: Any) -> bool:
+    """True when ``t`` spans its whole storage (one storage look-up)."""
+    ptr, size = _storage(t)
+    return t.data_ptr() == ptr and t.nelement() * t.element_size() == size
+
+
 def _to_remove(sd: Dict[str, Any], preferred: Set[str], torch: Any) -> Dict[str, List[str]]:
     out: Dict[str, List[str]] = {}
     for shared in _shared_groups(sd, torch):
-        complete = {n for n in shared
-                    if sd[n].data_ptr() == _storage(sd[n])[0]
-                    and sd[n].nelement() * sd[n].element_size() == _storage(sd[n])[1]}
+        complete = {n for n in shared if _covers(sd[n])}
         if not complete:
             raise RuntimeError(
                 f"Error while trying to find names to remove to save state dict, but found no suitable "
