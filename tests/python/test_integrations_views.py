@@ -205,6 +205,14 @@ def test_scan_names_and_scan_all(torch, tmp_path):
             assert getattr(again.other_name, "__memtier_original__", None) is original
         assert again.other_name is original
         assert _patch._sites[user.__name__] == (id(again), True, ("other_name",))
+        assert user.__name__ in _patch._hits
+        empty = types.ModuleType(user.__name__)  # replaced by one without a site: no longer visited
+        sys.modules[user.__name__] = empty
+        with patch_safetensors(scan="all"):
+            pass
+        assert _patch._sites[user.__name__] == (id(empty), True, ())
+        assert user.__name__ not in _patch._hits
+        assert set(_patch._hits) == {n for n, (_, _, a) in _patch._sites.items() if a}
     finally:
         sys.modules.pop(user.__name__, None)
 

@@ -180,3 +180,39 @@ def test_load_file_tensor_holds_only_its_memory(tmp_path, run_py, has_torch):
     size = 24 << 22
     assert grew > size * 0.9, (grew, size)
     assert dropped > size * 0.9, f"RSS dropped {dropped} of {grew} bytes"
+
+
+def test_load_model_opens_each_file_once(tmp_path, torch, monkeypatch):
+    """load_model reads the file's names and its tensors through one handle
+    (and a sharded index's shards once each), and closes all of them."""
+    from memtier.safetensors import _into
+
+    src = _model(torch)
+    sd = src.state_dict()
+    one = tmp_path / "one.safetensors"
+    st.torch.save_file({k: v.contiguous() for k, v in sd.items()}, str(one))
+    names = list(sd)
+    wm = {n: ("a.safetensors" if i < 2 else "b.safetensors") for i, n in enumerate(names)}
+    for fn in ("a.safetensors", "b.safetensors"):
+        st.torch.save_file({n: sd[n].contiguous() for n in names if wm[n] == fn}, str(tmp_path / fn))
+    idx = tmp_path / "model.safetensors.index.json"
+    idx.write_text(json.dumps({"weight_map": wm}))
+    opened = []
+    real = _into.open_handle
+
+    def counting(c, path, where):
+        h = real(c, path, where)
+        opened.append((os.path.basename(path), h))
+        return h
+
+    monkeypatch.setattr(_into, "open_handle", counting)
+    for target, want in ((one, ["one.safetensors"]), (idx, ["a.safetensors", "b.safetensors"])):
+        opened.clear()
+        dst = _model(torch)
+        with torch.no_grad():
+            for p in dst.parameters():
+                p.zero_()
+        assert mts.load_model(dst, target) == (set(), [])
+        _same(src, dst)
+        assert sorted(n for n, _ in opened) == want
+        assert all(h.h is None for _, h in opened)  # closed

@@ -11,7 +11,13 @@ loader can win there; on a cold one, MemTier's copy lost too (0.68x the
 reference, ``examples/python/bench_from_pretrained.py --cold``). A
 ``POSIX_FADV_WILLNEED`` read-ahead of a cold file before the reference maps
 it, tried here, changed nothing measurable (0.93-0.96x with, 0.95-0.96x without), so
-nothing is added to the reference's reads: MemTier only counts. The views are
+nothing is added to the reference's reads: MemTier only counts. Filling the
+page tables of safetensors' mapping in a background thread
+(``MADV_POPULATE_READ``, so the first touch finds them mapped) was tried
+too: it took the first touch of a 400 MB checkpoint from 19 to 4 ms, but the
+load itself went from 97 to 133 ms (medians of 11 interleaved runs on the
+loaded 2-core VM: the thread took the core the caller needed), so it is not
+done. The views are
 the reference's, with the reference's contract: they read the file's pages,
 so a file rewritten in place changes them (the default ``views=False`` gives
 tensors that own their memory).

@@ -337,14 +337,28 @@ def load_into(state_dict_or_module: Any, filename: PathType, *, strict: bool = T
         raise ValueError(f"{where}: staging_bytes must be positive, got {staging_bytes}")
     c = ctx_of(ctx)
     dests, torch = _destinations(state_dict_or_module, where)
+    return _load_opened(state_dict_or_module, dests, torch, _shards(filename, where, c), {},
+                        strict, staging_bytes, c, where)
+
+
+def _load_opened(state_dict_or_module: Any, dests: Dict[str, Any], torch: Any, shards: Dict[str, Optional[Set[str]]],
+                 opened: Dict[str, Handle], strict: bool, staging_bytes: int, c: Context,
+                 where: str) -> LoadResult:
+    """:func:`load_into` once its arguments are checked: ``dests`` (name ->
+    tensor, as :func:`_destinations` gives) from the ``shards`` of
+    :func:`_shards`; ``opened``: handles of some of those paths already open
+    (load_model's, which read their names), used instead of opening them
+    again. Closes every handle, those of ``opened`` too."""
     order = {k: i for i, k in enumerate(dests)}
-    handles: List[Handle] = []
+    handles: List[Handle] = list(opened.values())
     try:
         plan: List[Tuple[Handle, List[Tuple[TensorInfo, Any]]]] = []
         seen: Set[str] = set()
-        for path, names in _shards(filename, where, c).items():
-            h = open_handle(c, path, where)
-            handles.append(h)
+        for path, names in shards.items():
+            h = opened.get(path)
+            if h is None:
+                h = open_handle(c, path, where)
+                handles.append(h)
             if names is not None:
                 absent = sorted(names - set(h.by_name))
                 if absent:
@@ -430,9 +444,10 @@ def _end_ptr(t: Any) -> int:
 
 def _shared_groups(sd: Dict[str, Any], torch: Any) -> List[Set[str]]:
     groups: Dict[Tuple[Any, int, int], Set[str]] = {}
+    meta = torch.device("meta")  # made once: a torch.device per tensor costs more than the test
     for k, v in sd.items():
         ptr, size = _storage(v)
-        if v.device != torch.device("meta") and ptr != 0 and size != 0:
+        if ptr != 0 and size != 0 and v.device != meta:
             groups.setdefault((v.device, ptr, size), set()).add(k)
     out: List[Set[str]] = []
     for shared in sorted(groups.values(), key=lambda s: sorted(s)):
@@ -451,12 +466,16 @@ def _shared_groups(sd: Dict[str, Any], torch: Any) -> List[Set[str]]:
     return out
 
 
+def _covers(t: Any) -> bool:
+    """True when ``t`` spans its whole storage (one storage look-up)."""
+    ptr, size = _storage(t)
+    return t.data_ptr() == ptr and t.nelement() * t.element_size() == size
+
+
 def _to_remove(sd: Dict[str, Any], preferred: Set[str], torch: Any) -> Dict[str, List[str]]:
     out: Dict[str, List[str]] = {}
     for shared in _shared_groups(sd, torch):
-        complete = {n for n in shared
-                    if sd[n].data_ptr() == _storage(sd[n])[0]
-                    and sd[n].nelement() * sd[n].element_size() == _storage(sd[n])[1]}
+        complete = {n for n in shared if _covers(sd[n])}
         if not complete:
             raise RuntimeError(
                 f"Error while trying to find names to remove to save state dict, but found no suitable "
@@ -516,10 +535,20 @@ def load_model(model: Any, filename: PathType, strict: bool = True, device: Any 
     torch = _dtypes.torch_module()
     if torch is None:
         raise ImportError(f"{where} needs torch")
-    file_names = _file_names(filename, ctx_of(ctx), where)
-    sd = model.state_dict()
-    removes = _to_remove(sd, file_names, torch)
-    res = load_into(model, filename, strict=False, ctx=ctx)
+    c = ctx_of(ctx)
+    shards = _shards(filename, where, c)
+    opened: Dict[str, Handle] = {}
+    try:
+        # one open per file and one state_dict: the names they give serve
+        # the shared-tensor rules and the load itself
+        file_names = _file_names(shards, c, where, opened)
+        sd = model.state_dict()
+        removes = _to_remove(sd, file_names, torch)
+        res = _load_opened(model, dict(sd), torch, shards, opened, False, STAGING_BYTES, c,
+                           "memtier.safetensors.load_into")
+    finally:
+        for h in opened.values():
+            h.close()
     missing = set(res.missing_keys)
     unexpected = list(res.unexpected_keys)
     for group in removes.values():
@@ -533,15 +562,16 @@ def load_model(model: Any, filename: PathType, strict: bool = True, device: Any 
     return missing, unexpected
 
 
-def _file_names(filename: PathType, c: Context, where: str) -> Set[str]:
+def _file_names(shards: Dict[str, Optional[Set[str]]], c: Context, where: str,
+                opened: Dict[str, Handle]) -> Set[str]:
+    """Every tensor name of the checkpoint: the index's, or the file's (its
+    handle opened into ``opened``, which the caller closes)."""
     names: Set[str] = set()
-    for path, sel in _shards(filename, where, c).items():
+    for path, sel in shards.items():
         if sel is not None:
             names.update(sel)
             continue
         h = open_handle(c, path, where)
-        try:
-            names.update(h.by_name)
-        finally:
-            h.close()
+        opened[path] = h
+        names.update(h.by_name)
     return names
