@@ -157,6 +157,42 @@ func sizeVar(name, doc string, field func(*Options) *uint64) Var {
 	}}
 }
 
+// sizeRangeVar is sizeVar for a size that must lie in [lo, hi] (and be a
+// power of two when pow2), checked here so that an environment value out of
+// range is the FORMAT error naming the variable, as every other one is
+// (README "Configuration"), not Validate's INVALID_ARG naming the field.
+func sizeRangeVar(name, doc string, lo, hi uint64, pow2 bool, field func(*Options) *uint64) Var {
+	return Var{name, doc, func(o *Options, v string) error {
+		n, err := ParseSize(v)
+		if err != nil {
+			return err
+		}
+		if n < lo || n > hi || pow2 && n&(n-1) != 0 {
+			what := "a byte size"
+			if pow2 {
+				what = "a power of two"
+			}
+			return fmt.Errorf("not %s from %s to %s", what, sizeText(lo), sizeText(hi))
+		}
+		*field(o) = n
+		return nil
+	}}
+}
+
+// sizeText writes n with the largest power-of-1024 suffix that divides it
+// (ParseSize reads it back).
+func sizeText(n uint64) string {
+	for _, u := range []struct {
+		s string
+		b uint64
+	}{{"T", 1 << 40}, {"G", GiB}, {"M", MiB}, {"K", KiB}} {
+		if n >= u.b && n%u.b == 0 {
+			return strconv.FormatUint(n/u.b, 10) + u.s
+		}
+	}
+	return strconv.FormatUint(n, 10)
+}
+
 // modeVar is a variable that takes one of a set of names (case-insensitive);
 // list is the error text's "not one of ..." part.
 func modeVar(name, doc string, field func(*Options) *int, list string, names map[string]int) Var {
@@ -184,7 +220,7 @@ var Vars = []Var{
 		}
 		return nil
 	}},
-	sizeVar("MEMTIER_CACHE_BLOCK_BYTES", "cache block size, a power of two, 4 KiB to 64 MiB", func(o *Options) *uint64 { return &o.CacheBlockBytes }),
+	sizeRangeVar("MEMTIER_CACHE_BLOCK_BYTES", "cache block size, a power of two, 4 KiB to 64 MiB", 4*KiB, 64*MiB, true, func(o *Options) *uint64 { return &o.CacheBlockBytes }),
 	sizeVar("MEMTIER_CACHE_ADMIT_MAX_BYTES", "reads larger than this bypass the cache unless hinted WILL_REUSE", func(o *Options) *uint64 { return &o.CacheAdmitMaxBytes }),
 	{"MEMTIER_CACHE", "1/0: cache on or off", func(o *Options, v string) error {
 		b, err := parseBool(v)
@@ -200,7 +236,7 @@ var Vars = []Var{
 		}
 		return err
 	}},
-	sizeVar("MEMTIER_TASK_BYTES", "large reads are split into parallel tasks of this size", func(o *Options) *uint64 { return &o.TaskBytes }),
+	sizeRangeVar("MEMTIER_TASK_BYTES", "large reads are split into parallel tasks of this size", 64*KiB, 1*GiB, false, func(o *Options) *uint64 { return &o.TaskBytes }),
 	sizeVar("MEMTIER_DIRECT_THRESHOLD", "AUTO mode: uncached reads at least this large and not in the page cache use O_DIRECT", func(o *Options) *uint64 { return &o.DirectThreshold }),
 	modeVar("MEMTIER_DIRECT", "auto, off, always or required", func(o *Options) *int { return &o.DirectMode },
 		"auto, off, always, required", map[string]int{"auto": DirectAuto, "off": DirectOff, "0": DirectOff,

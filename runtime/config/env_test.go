@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/memtier/memtier/runtime/errs"
 )
 
 func TestClosestKnownName(t *testing.T) {
@@ -188,5 +190,26 @@ func TestSizeAndBoolErrorsSayWhatIsAccepted(t *testing.T) {
 	}
 	if _, err := parseBool("maybe"); err == nil || err.Error() != "not a boolean (1/0, true/false, yes/no, on/off)" {
 		t.Fatalf("parseBool(maybe): %v", err)
+	}
+}
+
+// Out-of-range sizes in the environment are FORMAT naming the variable, as
+// every other bad MEMTIER_* value is (a fresh user got INVALID_ARG naming
+// the config field for these two).
+func TestEnvSizeOutOfRangeIsFormat(t *testing.T) {
+	for _, tc := range []struct{ name, val, want string }{
+		{"MEMTIER_CACHE_BLOCK_BYTES", "3K", `MEMTIER_CACHE_BLOCK_BYTES="3K": not a power of two from 4K to 64M`},
+		{"MEMTIER_CACHE_BLOCK_BYTES", "128M", `MEMTIER_CACHE_BLOCK_BYTES="128M": not a power of two from 4K to 64M`},
+		{"MEMTIER_TASK_BYTES", "1K", `MEMTIER_TASK_BYTES="1K": not a byte size from 64K to 1G`},
+	} {
+		o := Defaults()
+		err := o.FromEnv(func(k string) (string, bool) { return tc.val, k == tc.name })
+		if errs.CodeOf(err) != errs.Format || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: %v, want Format with %q", tc.name, tc.val, err, tc.want)
+		}
+	}
+	o := Defaults()
+	if err := o.FromEnv(func(k string) (string, bool) { return "8M", k == "MEMTIER_CACHE_BLOCK_BYTES" }); err != nil || o.CacheBlockBytes != 8*MiB {
+		t.Errorf("8M: %v, block %d", err, o.CacheBlockBytes)
 	}
 }
