@@ -418,8 +418,9 @@ MEMTIER_API int memtier_memory_limit(memtier_ctx_t* ctx, uint64_t* bytes_out, ch
  * takes them too: readv elements, read_async, prefetch(_async), explain,
  * load_tensor, load_chunks(_async), safetensors_open, dataset_open(_tar); the
  * CUDA target answers MEMTIER_ERR_UNSUPPORTED): s3://bucket/key (SigV4 with
- * the AWS_* environment as it was when the library loaded
- * and shared files; AWS_ENDPOINT_URL for S3-compatible servers, path-style)
+ * the AWS CLI's credentials: the AWS_* environment, read when a context reads
+ * its first URL, else AWS_PROFILE's shared files; AWS_ENDPOINT_URL for
+ * S3-compatible servers, path-style)
  * or http(s)://host/path, read with ranged GETs in parallel parts pinned to
  * the object's ETag; remote bytes fill the DRAM cache like local ones, and
  * freshness STRICT revalidates the object (one conditional GET) per call.

@@ -17,21 +17,28 @@ var (
 		"AccessDenied": true, "SignatureDoesNotMatch": true, "InvalidAccessKeyId": true,
 		"ExpiredToken": true, "InvalidToken": true, "TokenRefreshRequired": true,
 		"RequestTimeTooSkewed": true, "AllAccessDisabled": true, "AccountProblem": true,
+		// versitygw's answer to an unknown access key ID, with HTTP 404: a
+		// credential problem, not a missing object.
+		"XAdminUserNotFound": true,
 	}
 )
 
 // codeFor maps a failed attempt to a status: errs.NotFound for 404 and
 // NoSuchKey/NoSuchBucket, errs.Permission for 401/403 and the credential
-// codes, errs.EOF for 416 (a range the object no longer holds), errs.IO for
+// codes (whatever their HTTP status), errs.EOF for 416 (a range the object no longer holds), errs.IO for
 // everything else (network failures, 5xx after retries, a changed object,
 // a server that broke the range protocol).
 func codeFor(ae *attemptError) errs.Code {
 	switch {
 	case ae.changed:
 		return errs.IO
-	case notFoundCodes[ae.code] || ae.status == http.StatusNotFound:
+	case notFoundCodes[ae.code]:
 		return errs.NotFound
-	case permissionCodes[ae.code] || ae.status == http.StatusForbidden || ae.status == http.StatusUnauthorized:
+	case permissionCodes[ae.code]: // before the status: some come with 404
+		return errs.Permission
+	case ae.status == http.StatusNotFound:
+		return errs.NotFound
+	case ae.status == http.StatusForbidden || ae.status == http.StatusUnauthorized:
 		return errs.Permission
 	case ae.status == http.StatusRequestedRangeNotSatisfiable:
 		return errs.EOF

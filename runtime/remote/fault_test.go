@@ -419,6 +419,7 @@ func TestFault_ErrorCodesMap(t *testing.T) {
 		{404, "NoSuchBucket", "The specified bucket does not exist.", errs.NotFound, "HTTP 404 NoSuchBucket"},
 		{403, "AccessDenied", "Access Denied.", errs.Permission, "HTTP 403 AccessDenied: Access Denied."},
 		{403, "SignatureDoesNotMatch", "The request signature we calculated does not match", errs.Permission, "HTTP 403 SignatureDoesNotMatch"},
+		{404, "XAdminUserNotFound", "User not found", errs.Permission, "HTTP 404 XAdminUserNotFound: User not found"},
 		{400, "ExpiredToken", "The provided token has expired.", errs.Permission, "HTTP 400 ExpiredToken"},
 		{400, "InvalidArgument", "Bad &amp; wrong &lt;x&gt;", errs.IO, "HTTP 400 InvalidArgument: Bad & wrong <x>"},
 		{501, "NotImplemented", "A header you provided implies functionality that is not implemented", errs.IO, "HTTP 501 NotImplemented"},
