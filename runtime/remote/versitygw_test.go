@@ -126,6 +126,14 @@ func TestVersitygw_Errors(t *testing.T) {
 	wantErr(t, err, errs.Permission, "remote open s3://bkt/k at offset 0: bytes [0, 65536): HTTP 403 SignatureDoesNotMatch: The request signature we calculated does not match")
 	noSecret(t, err)
 
+	// An unknown access key ID: versitygw says XAdminUserNotFound with a 404,
+	// which is a credential problem, not a missing object.
+	badKey := g.options(vgwSecret)
+	badKey.Credentials.AccessKeyID = "NOPE"
+	_, _, err = NewSource(newClient(t, badKey)).Open("s3://"+vgwBucket+"/k", files.TrustNone)
+	wantErr(t, err, errs.Permission, "XAdminUserNotFound")
+	noSecret(t, err)
+
 	_, _, err = src.Open("s3://"+vgwBucket+"/missing", files.TrustNone)
 	wantErr(t, err, errs.NotFound, "remote open s3://bkt/missing at offset 0: bytes [0, 65536): HTTP 404 NoSuchKey: The specified key does not exist.")
 	noSecret(t, err)
