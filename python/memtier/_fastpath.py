@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional, Tuple
 
-from . import _options, _paths
+from . import _log, _options, _paths
 
 ENV = "MEMTIER_PYTHON_FAST"
 #: MTF_API_VERSION of python/fast/memtier_fast.c that this module speaks.
@@ -66,7 +66,10 @@ def bind(ffi: Any, lib: Any) -> Tuple[Optional[Fast], str]:
     if setting == "0":
         return None, f"abi: {ENV}=0"
     if setting not in ("", "1"):
-        return None, f"abi: {ENV}={setting!r} is not 0 or 1 (unset or 1: compiled when built)"
+        why = f"{ENV}={setting!r} is not 0 or 1 (unset or 1: compiled when built)"
+        # Said once on stderr, as a bad MEMTIER_LOG value is.
+        _log._write(f"memtier: warning: {why}; the cffi ABI mode is used\n")
+        return None, "abi: " + why
     try:
         import memtier._fast as _fast  # an extension module: no stub
     except ImportError as e:

@@ -84,6 +84,10 @@ def test_environment_switch(run_py, tmp_path, value, state):
     """, env={"MEMTIER_PYTHON_FAST": value})
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [state, str(state != "compiled")]
+    # A value that is neither 0 nor 1 is also said once on stderr (as a bad MEMTIER_LOG is).
+    warning = (f"memtier: warning: {state[len('abi: '):]}; the cffi ABI mode is used\n"
+               if value not in ("0", "1") else "")
+    assert r.stderr.count("memtier: warning:") == (1 if warning else 0) and warning in r.stderr, r.stderr
 
 
 def test_stale_module_version_falls_back(monkeypatch):
