@@ -87,7 +87,7 @@ func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
 		return nil, err
 	}
 	defer f.Release()
-	pass := c.newSamplePass(f) // before the header reads
+	pass := c.newSamplePass(f)
 	key := tarKey{path: f.Name(), version: f.Version()}
 	members := c.tars.get(key)
 	if members == nil {
