@@ -285,7 +285,12 @@ func TestDiskCacheTarWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := gets.Load() - g; n != 1 {
-		t.Fatalf("second context open: %d GETs, want 1 (the headers come from disk)", n)
+		t.Fatalf("second context open: %d GETs, want 1 (the member list comes from disk)", n)
+	}
+	// The member list the first open kept beside the blocks: no header is
+	// read, from the disk tier or the server.
+	if st := diskStatsOf(t, b); st.HitBlocks != 0 || st.MissBlocks != 0 || len(ds2.Members) != members {
+		t.Fatalf("second context open: disk stats %+v, %d members; want no block read, %d members", st, len(ds2.Members), members)
 	}
 	// A first pass never admits (samplepass.go): the samples come from the
 	// disk tier in runs (diskruns.go), the next pass copies the windows
