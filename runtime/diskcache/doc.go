@@ -20,6 +20,11 @@
 // reaches a file name or a header. A hit reads and checks the header and
 // only the pieces that overlap the bytes it needs: a 16-112 KiB sample of
 // a 4 MiB block costs a piece or three, not the whole block.
+// ReadSegs serves several ranges of one entry (a batch of neighbouring
+// samples) with each of their pieces read and checked once (segs.go).
+// Meta entries (meta.go) are entries at block indices no object reaches,
+// holding a blob derived from the object version (a tar shard's member
+// list), under the same format, checks, budget and eviction.
 //
 // Validation: a read looks only for entries of the Object's own validator,
 // so an overwritten object (new ETag) misses and is fetched; writing its
