@@ -44,7 +44,7 @@ func (s *Source) PutMeta(o *remote.Object, kind uint32, data []byte) bool {
 }
 
 // GetMeta returns the meta blob kind of o's version, read and checked
-// (every piece's CRC-32C), or ok false: none, o cannot be cached, or a
+// (every piece's checksum), or ok false: none, o cannot be cached, or a
 // torn, corrupt or old entry (counted and deleted, as a block's). A hit
 // refreshes the entry's mtime as a block's hit does. It counts no hit or
 // miss block (Stats counts blocks of objects). Safe for concurrent use.

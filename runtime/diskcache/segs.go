@@ -134,7 +134,7 @@ const maxIOV = 1024
 // Consecutive needed pieces are read together, up to readChunk bytes per
 // chunk (preadv, maxIOV buffers per call), the parts' bytes straight into their dst and
 // the rest of each piece into scratch (so a piece two parts share is read
-// once), then each piece's CRC-32C is computed over its buffers while they
+// once), then each piece's checksum is computed over its buffers while they
 // are still in the CPU cache.
 func readParts(f *os.File, base int64, h *header, parts []part, read interface{ Add(uint64) uint64 }) string {
 	const P = pieceBytes
@@ -206,15 +206,15 @@ func appendScratch(iov [][]byte, scratch []byte, n int) ([][]byte, []byte) {
 	return append(iov, scratch[l:l+n:l+n]), scratch
 }
 
-// checkPieces checks the CRC-32C of each piece of [cs, ce) (whole pieces,
+// checkPieces checks the checksum of each piece of [cs, ce) (whole pieces,
 // read into iov in order) against h.
 func checkPieces(h *header, iov [][]byte, cs, ce int) string {
 	const P = pieceBytes
-	p, pos, crc := cs/P, cs, uint32(0)
+	p, pos, crc, tab := cs/P, cs, uint32(0), sumTable(h.sum)
 	for _, b := range iov {
 		for len(b) > 0 {
 			n := min(len(b), (p+1)*P-pos)
-			crc = crc32.Update(crc, castagnoli, b[:n])
+			crc = crc32.Update(crc, tab, b[:n])
 			b, pos = b[n:], pos+n
 			if pos == (p+1)*P || pos == ce {
 				if crc != h.crcs[p] {
