@@ -31,11 +31,13 @@ import (
 //   - tar-disk / tar-local: an epoch of a tar shard of 4096 samples of
 //     16-112 KiB in batches of 64 (ReadBatch, as a DataLoader's batches;
 //     row 22), and, for tar-disk, the epoch after it in the same context
-//     (tar-disk2: DRAM hits or the disk-to-DRAM copy, by policy).
+//     (tar-disk2: the disk-to-DRAM copy of the second pass; tar-disk3: DRAM
+//     hits; DISKTIER_BENCH_EPOCHS=1 skips both).
 //
-// DISKTIER_BENCH_ROWS picks the rows. It prints per row the median MB/s and
-// the median CPU seconds per GB of this process (the figure that moves
-// least with the machine's load).
+// DISKTIER_BENCH_ROWS picks the rows; DISKTIER_BENCH_PROF names a CPU
+// profile of the measured part. It prints per row the median MB/s and the
+// median CPU seconds per GB of this process (the figure that moves least
+// with the machine's load).
 func BenchmarkDiskTierSecondProcess(b *testing.B) {
 	mib := 256
 	if v, err := strconv.Atoi(os.Getenv("DISKTIER_BENCH_MIB")); err == nil && v > 0 {
@@ -138,12 +140,11 @@ func BenchmarkDiskTierSecondProcess(b *testing.B) {
 	}
 	type sample struct{ wall, cpu time.Duration }
 	got := map[string][]sample{}
-	measure := func(row string, n int, run func()) {
+	measure := func(row string, run func()) {
 		c0 := selfCPU()
 		t0 := time.Now()
 		run()
 		got[row] = append(got[row], sample{time.Since(t0), selfCPU() - c0})
-		_ = n
 	}
 	bytesOf := map[string]int{}
 	if p := os.Getenv("DISKTIER_BENCH_PROF"); p != "" {
@@ -169,7 +170,7 @@ func BenchmarkDiskTierSecondProcess(b *testing.B) {
 					p = filepath.Join(dir, "obj.bin")
 				}
 				bytesOf[row] = len(obj)
-				measure(row, len(obj), func() {
+				measure(row, func() {
 					if err := c.Read(p, 0, uint64(len(obj)), dst, policy.TargetCPU, 0); err != nil {
 						b.Fatal(err)
 					}
@@ -191,15 +192,17 @@ func BenchmarkDiskTierSecondProcess(b *testing.B) {
 					b.Fatal(err)
 				}
 				bytesOf[row] = payload
-				measure(row, payload, func() { epoch(ds) })
+				measure(row, func() { epoch(ds) })
 				if row == "tar-disk" && os.Getenv("DISKTIER_BENCH_EPOCHS") != "1" {
 					if st, ok := c.src.(*sources).diskStats(); ok && r == 0 {
-						b.Logf("tar-disk epoch 1 disk stats: %+v; engine %+v", st, c.Stats())
+						s := c.Stats()
+						b.Logf("tar-disk epoch 1: disk hit blocks %d, hit bytes %d, miss blocks %d; DRAM inserted %d, buffered %d",
+							st.HitBlocks, st.HitBytes, st.MissBlocks, s.CacheInsertedBytes, s.BufferedBytes)
 					}
 					bytesOf["tar-disk2"] = payload
-					measure("tar-disk2", payload, func() { epoch(ds) })
+					measure("tar-disk2", func() { epoch(ds) })
 					bytesOf["tar-disk3"] = payload
-					measure("tar-disk3", payload, func() { epoch(ds) })
+					measure("tar-disk3", func() { epoch(ds) })
 				}
 				for i, n := range sizes {
 					if !bytes.Equal(bufs[i], pfile(i*17, n)) {
