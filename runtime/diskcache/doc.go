@@ -15,11 +15,17 @@
 // without X-Amz-* query parameters); the validator is the ETag, else the
 // Last-Modified header; an object with neither is not cached. The header
 // (entry.go) repeats the identity, with any query replaced by a hash, the
-// validator, offset, length, object size and a CRC-32C of each 64 KiB
+// validator, offset, length, object size and a checksum (CRC-32C, or
+// CRC-32 where that is faster: entry.go writeSum) of each 64 KiB
 // piece of the payload (pieceBytes), so no credential or presigned query
 // reaches a file name or a header. A hit reads and checks the header and
 // only the pieces that overlap the bytes it needs: a 16-112 KiB sample of
 // a 4 MiB block costs a piece or three, not the whole block.
+// ReadSegs serves several ranges of one entry (a batch of neighbouring
+// samples) with each of their pieces read and checked once (segs.go).
+// Meta entries (meta.go) are entries at block indices no object reaches,
+// holding a blob derived from the object version (a tar shard's member
+// list), under the same format, checks, budget and eviction.
 //
 // Validation: a read looks only for entries of the Object's own validator,
 // so an overwritten object (new ETag) misses and is fetched; writing its

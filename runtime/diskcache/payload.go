@@ -13,7 +13,7 @@ import (
 // readPieces copies bytes [from, from+len(dst)) of the payload of h
 // (which starts at base in f) into dst, reading and checking only the
 // pieces that overlap them, and returns why it could not ("" when it
-// did): a piece the file lacks bytes of, or one whose CRC-32C is not its
+// did): a piece the file lacks bytes of, or one whose checksum is not its
 // header's. Runs of whole pieces inside the range are read straight into
 // dst by pread, up to readChunk bytes each, and checksummed right after
 // they land, while they are still in the CPU cache, so memory is read
@@ -25,6 +25,7 @@ import (
 func readPieces(f *os.File, base int64, h *header, from int, dst []byte, read *atomic.Uint64) string {
 	const P = pieceBytes
 	plen, end := int(h.payloadLen), from+len(dst)
+	tab := sumTable(h.sum)
 	for p := from / P; p*P < end; {
 		ps, pe := p*P, min((p+1)*P, plen)
 		if ps >= from && pe <= end {
@@ -43,7 +44,7 @@ func readPieces(f *os.File, base int64, h *header, from int, dst []byte, read *a
 				return "truncated payload"
 			}
 			for i := p; i < q; i++ {
-				if crc32.Checksum(buf[i*P-ps:min((i+1)*P, qe)-ps], castagnoli) != h.crcs[i] {
+				if crc32.Checksum(buf[i*P-ps:min((i+1)*P, qe)-ps], tab) != h.crcs[i] {
 					return fmt.Sprintf("payload piece %d checksum mismatch", i)
 				}
 			}
@@ -57,7 +58,7 @@ func readPieces(f *os.File, base int64, h *header, from int, dst []byte, read *a
 		why := ""
 		if n != len(buf) {
 			why = "truncated payload"
-		} else if crc32.Checksum(buf, castagnoli) != h.crcs[p] {
+		} else if crc32.Checksum(buf, tab) != h.crcs[p] {
 			why = fmt.Sprintf("payload piece %d checksum mismatch", p)
 		} else {
 			a, z := max(ps, from), min(pe, end)
@@ -81,17 +82,18 @@ var scratchPool = sync.Pool{New: func() any { b := make([]byte, pieceBytes); ret
 const summedChunk = 8 * pieceBytes
 
 // writeSummed writes data at off of f through the page cache and returns
-// its piece CRC-32Cs (pieceCRCs), summedChunk bytes at a time: each chunk
+// its piece checksums (pieceCRCs), summedChunk bytes at a time: each chunk
 // is checksummed, then written while it is still in the CPU cache, so
 // memory is read once instead of once for the checksums and again for the
 // write (a block fetched a moment ago is no longer in the cache: the other
 // GETs in flight have written over it since).
 func writeSummed(f *os.File, data []byte, off int64) ([]uint32, error) {
 	crcs := make([]uint32, numPieces(len(data)))
+	tab := sumTable(writeSum)
 	for lo := 0; lo < len(data); lo += summedChunk {
 		hi := min(lo+summedChunk, len(data))
 		for p := lo; p < hi; p += pieceBytes {
-			crcs[p/pieceBytes] = crc32.Checksum(data[p:min(p+pieceBytes, hi)], castagnoli)
+			crcs[p/pieceBytes] = crc32.Checksum(data[p:min(p+pieceBytes, hi)], tab)
 		}
 		if _, err := f.WriteAt(data[lo:hi], off+int64(lo)); err != nil {
 			return nil, err

@@ -217,7 +217,8 @@ func (l *chunkLoad) run(path string, valid []int, want uint64) {
 		inside = append(inside, i)
 	}
 	if l.windows {
-		c.fillWindows(f, l.ch, inside, l.admitDisk) // remote samples: one read per window
+		onDisk := c.fillWindows(f, l.ch, inside, l.admitDisk) // remote samples: one read per window
+		inside = l.serveFromDisk(f, inside, onDisk)
 	}
 	units := planChunks(l.ch, inside, c.opts.TaskBytes)
 	var total uint64

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/memtier/memtier/runtime/diskcache"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/objects"
@@ -72,7 +73,10 @@ func (c *Context) parseIndex(indexPath string, dataSize int64) ([]objects.Record
 // OpenTarDataset opens the tar shard path, a local file or a URL
 // (objects.ParseTar over ranged reads of the object). The member list
 // is kept by the context per file version (at most maxTarIndexes shards), so
-// opening the same shard again reads no headers. Errors: errs.Format for a
+// opening the same shard again reads no headers; below a disk cache it is
+// also kept beside the shard's blocks (diskcache.MetaTarIndex), so another
+// process opening the same version reads no headers either (a scan through
+// the disk tier reads every piece of a shard of small samples). Errors: errs.Format for a
 // malformed archive, the open errors of Read, errs.InvalidArg, errs.Closed.
 func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
 	if err := c.enter(); err != nil {
@@ -87,12 +91,24 @@ func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
 		return nil, err
 	}
 	defer f.Release()
-	pass := c.newSamplePass(f) // before the header reads
+	pass := c.newSamplePass(f)
 	key := tarKey{path: f.Name(), version: f.Version()}
 	members := c.tars.get(key)
 	if members == nil {
-		if members, err = objects.ParseTar(c.metaReader(f), int64(f.Size())); err != nil {
-			return nil, stampPath(err, displayName(f))
+		ro, _ := f.(*remote.Object)
+		disk := c.diskTier()
+		if ro != nil && disk != nil {
+			if b, ok := disk.GetMeta(ro, diskcache.MetaTarIndex); ok {
+				members = decodeTarIndex(b, f.Size())
+			}
+		}
+		if members == nil {
+			if members, err = objects.ParseTar(c.metaReader(f), int64(f.Size())); err != nil {
+				return nil, stampPath(err, displayName(f))
+			}
+			if ro != nil && disk != nil {
+				disk.PutMeta(ro, diskcache.MetaTarIndex, encodeTarIndex(members))
+			}
 		}
 		c.tars.put(key, members)
 	}

@@ -31,9 +31,6 @@ func TestSamplePassEndsOnARepeat(t *testing.T) {
 	if !p.admitDisk() {
 		t.Fatal("sample 129 read twice: admitDisk false, want true")
 	}
-	if w := (&samplePass{warm: true}).sized(1); !w.admitDisk() {
-		t.Fatal("warm pass: admitDisk false, want true")
-	}
 }
 
 // With a DRAM cache too small for the dataset, a later pass copies into it

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"container/list"
+	"encoding/binary"
 	"sync"
 
 	"github.com/memtier/memtier/runtime/objects"
@@ -80,4 +82,69 @@ func (t *tarCache) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.lru.Len()
+}
+
+// tarIndexMagic starts a member list kept in the disk tier (diskcache
+// MetaTarIndex). Its last byte is the format version: bump it when
+// objects.ParseTar lists other members for the same bytes, so that no
+// process reads a list an older parser made.
+const tarIndexMagic = "MTTI\x01"
+
+// encodeTarIndex returns members as a tar index blob: tarIndexMagic, the
+// member count, then per member its offset, size and name length (uvarints)
+// and its name.
+func encodeTarIndex(members []objects.TarMember) []byte {
+	b := make([]byte, 0, len(tarIndexMagic)+binary.MaxVarintLen64+len(members)*24)
+	b = append(b, tarIndexMagic...)
+	b = binary.AppendUvarint(b, uint64(len(members)))
+	for _, m := range members {
+		b = binary.AppendUvarint(b, uint64(m.Offset))
+		b = binary.AppendUvarint(b, uint64(m.Size))
+		b = binary.AppendUvarint(b, uint64(len(m.Name)))
+		b = append(b, m.Name...)
+	}
+	return b
+}
+
+// decodeTarIndex returns the members of a tar index blob of an archive of
+// size bytes, or nil when b is not one: members must satisfy what
+// objects.ParseTar promises (data at a multiple of 512 bytes, in archive
+// order, inside the archive; a non-empty name without NUL). The blob's
+// checksums were checked by the disk tier; this catches a blob of another
+// format or a bug, never serving a member list the archive does not have
+// by these rules.
+func decodeTarIndex(b []byte, size uint64) []objects.TarMember {
+	if !bytes.HasPrefix(b, []byte(tarIndexMagic)) {
+		return nil
+	}
+	b = b[len(tarIndexMagic):]
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	count, ok := next()
+	if !ok || count > uint64(len(b))/4 { // a member takes at least 4 bytes
+		return nil
+	}
+	members := make([]objects.TarMember, 0, count)
+	var prev uint64
+	for range count {
+		off, ok1 := next()
+		n, ok2 := next()
+		nl, ok3 := next()
+		if !ok1 || !ok2 || !ok3 || off%512 != 0 || off < prev || off > size || n > size-off ||
+			nl == 0 || nl > uint64(len(b)) || bytes.IndexByte(b[:nl], 0) >= 0 {
+			return nil
+		}
+		members = append(members, objects.TarMember{Name: string(b[:nl]), Offset: int64(off), Size: int64(n)})
+		b, prev = b[nl:], off
+	}
+	if len(b) != 0 {
+		return nil
+	}
+	return members
 }

@@ -65,13 +65,15 @@ func gcd(a, b uint64) uint64 {
 // hold; otherwise a window whose blocks are all on disk is read into DRAM
 // from there when the DRAM cache has room for it without evicting, so the
 // next epoch is DRAM hits (a dataset larger than the room is served from
-// the disk tier, never cycled through DRAM; fillFromDisk). Errors are left
-// to the samples' own reads, which meet them again and report them per
-// sample.
-func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int, admitDisk bool) {
+// the disk tier, never cycled through DRAM; fillFromDisk). It returns the
+// windows, sorted, whose samples are to be read from the disk tier (all
+// their blocks on disk, none copied into DRAM now: serveFromDisk). Errors
+// are left to the samples' own reads, which meet them again and report
+// them per sample.
+func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int, admitDisk bool) (onDisk []uint64) {
 	ro, remoteObj := f.(*remote.Object)
 	if !remoteObj || c.cache == nil || len(idx) == 0 {
-		return
+		return nil
 	}
 	W := c.windowBytes()
 	var wins []uint64
@@ -84,6 +86,7 @@ func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int, admitDisk 
 	wins = slices.Compact(wins)
 	size := f.Size()
 	disk := c.diskTier()
+	fromDisk := make([]bool, len(wins))
 	_ = c.rd.Run(len(wins), c.opts.IOThreads, func(k int) error {
 		lo := wins[k]
 		n := min(W, size-lo)
@@ -93,11 +96,15 @@ func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int, admitDisk 
 				case pk.MissBlocks > 0:
 					fetchWindow(disk, ro, lo, n)
 					return nil
-				case pk.PendingBlocks > 0 || !admitDisk:
+				case pk.PendingBlocks > 0:
+					return nil
+				case !admitDisk:
+					fromDisk[k] = true
 					return nil
 				case c.windowCached(f, lo, n):
 					return nil
 				case c.cache.Resident()+n > c.cache.Budget():
+					fromDisk[k] = true
 					return nil // no room: the samples are read from the disk tier
 				default:
 					c.fillFromDisk(disk, ro, lo, n)
@@ -108,6 +115,12 @@ func (c *Context) fillWindows(f source.Object, ch []Chunk, idx []int, admitDisk 
 		_, _ = c.serve(f, lo, n, nil, 0, true)
 		return nil
 	})
+	for k, w := range wins {
+		if fromDisk[k] {
+			onDisk = append(onDisk, w)
+		}
+	}
+	return onDisk
 }
 
 // fillFromDisk reads the window [lo, lo+n) of ro (lo a multiple of the
