@@ -173,10 +173,18 @@ const hugePage = 2 << 20
 // kernel's own page-cache copies (through its huge-page direct map) do not.
 // Where THP is off, the advice is ignored and the slab works the same.
 func mapSlab(size int) ([]byte, error) {
-	const prot, flags = unix.PROT_READ | unix.PROT_WRITE, unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
 	if size%hugePage != 0 {
-		return unix.Mmap(-1, 0, size, prot, flags)
+		return unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	}
+	return MapHuge(size)
+}
+
+// MapHuge maps size bytes (a multiple of 2 MiB) of zeroed, private,
+// read-write anonymous memory at a huge-page boundary and marks it
+// MADV_HUGEPAGE before anything touches it; where THP is off the advice is
+// ignored. Unmap it with unix.Munmap. Errors: mmap's.
+func MapHuge(size int) ([]byte, error) {
+	const prot, flags = unix.PROT_READ | unix.PROT_WRITE, unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
 	raw, err := unix.Mmap(-1, 0, size+hugePage, prot, flags)
 	if err != nil {
 		return nil, err
