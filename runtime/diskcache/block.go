@@ -29,12 +29,9 @@ func (c *Cache) get(k *Key, idx uint64, blockLen int, dst []byte, from int) bool
 	if c.wb.copyPending(name, k, idx, blockLen, dst, from) {
 		return true // fetched by an earlier read, not written yet
 	}
-	e := c.fds.acquire(name)
-	if e == nil {
-		var ok bool
-		if e, ok = c.openEntry(name, k, idx, blockLen); !ok {
-			return false
-		}
+	e, ok := c.acquireEntry(name, k, idx, blockLen)
+	if !ok {
+		return false
 	}
 	defer c.fds.release(e)
 	why := e.h.mismatch(k, idx*uint64(c.block), blockLen)
@@ -44,6 +41,23 @@ func (c *Cache) get(k *Key, idx uint64, blockLen int, dst []byte, from int) bool
 	if why == "" {
 		why = readPieces(e.f, int64(e.h.hdrLen), &e.h, from, dst, &c.st.readBytes)
 	}
+	return c.endRead(name, e, why)
+}
+
+// acquireEntry is the open entry name of block idx of k with a reference
+// for the caller (fds.release gives it back): the one kept open, else
+// opened now (openEntry); ok is false for a missing or bad entry.
+func (c *Cache) acquireEntry(name string, k *Key, idx uint64, blockLen int) (*openEntry, bool) {
+	if e := c.fds.acquire(name); e != nil {
+		return e, true
+	}
+	return c.openEntry(name, k, idx, blockLen)
+}
+
+// endRead ends a read of open entry e (name): why is "" when it served
+// the read, which marks the entry used, else why it was bad, which counts
+// and deletes it. It reports whether the read was served.
+func (c *Cache) endRead(name string, e *openEntry, why string) bool {
 	if why != "" {
 		c.fds.forget(name)
 		c.st.corruptEntries.Add(1)

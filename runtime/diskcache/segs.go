@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -98,12 +97,9 @@ type part struct {
 // old entry; an entry still in the write-behind queue is a miss here.
 func (c *Cache) getParts(k *Key, idx uint64, blockLen int, parts []part) bool {
 	name := k.fileName(idx)
-	e := c.fds.acquire(name)
-	if e == nil {
-		var ok bool
-		if e, ok = c.openEntry(name, k, idx, blockLen); !ok {
-			return false
-		}
+	e, ok := c.acquireEntry(name, k, idx, blockLen)
+	if !ok {
+		return false
 	}
 	defer c.fds.release(e)
 	why := e.h.mismatch(k, idx*uint64(c.block), blockLen)
@@ -113,16 +109,7 @@ func (c *Cache) getParts(k *Key, idx uint64, blockLen int, parts []part) bool {
 	if why == "" {
 		why = readParts(e.f, int64(e.h.hdrLen), &e.h, parts, &c.st.readBytes)
 	}
-	if why != "" {
-		c.fds.forget(name)
-		c.st.corruptEntries.Add(1)
-		c.dropEntry(name, e.ino, uint64(e.size))
-		return false
-	}
-	if now := time.Now(); c.fds.touch(e, now) {
-		_ = os.Chtimes(c.path(name), now, now) // "used" is the mtime (see get)
-	}
-	return true
+	return c.endRead(name, e, why)
 }
 
 // maxIOV bounds the buffers of one preadv (the kernel's IOV_MAX is 1024).
