@@ -60,8 +60,11 @@ var batchScratch = sync.Pool{New: func() any { return new(readvScratch) }}
 // (readv_uring_fallback_*). From phase1ParallelMin groups on, chunks of
 // batchChunk groups are handed to one worker per CPU, each planning, reading
 // and finishing its own (planning all groups on the caller first left the
-// helper idle for that time: bench_hot_path's cache-off row went from
-// 1.24x to 1.35x a C pread loop, medians of 6 interleaved runs).
+// helper idle for that time; with sourceOnly's one decision per run of
+// groups, bench_hot_path's cache-off row went from 0.98x to 1.08x a C pread
+// loop, medians of 6 interleaved runs under chrt -f 10, which keeps the
+// loaded 2-core VM's other work off its CPUs; at normal priority there the
+// helper seldom gets a CPU in time and both made 0.68-0.70x).
 // The other groups (cache hits and fills, O_DIRECT) run as before: on the
 // caller alone, or from phase1ParallelMin groups on as many workers as CPUs.
 func (c *Context) readvNoWait(v []IOVec, groups []readvGroup) error {
