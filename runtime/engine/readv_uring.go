@@ -54,10 +54,17 @@ var batchScratch = sync.Pool{New: func() any { return new(readvScratch) }}
 // A group whose plan is one source span on the buffered path (no byte in the
 // DRAM cache, not admitted to it: every group when the cache is off) is read
 // with the others like it in batches of the source (io_uring: one
-// io_uring_enter per chunk of them, see readBatch, instead of one preadv2
-// each), when the
-// source can batch and MEMTIER_IO_URING is not 0; a readv that had such
-// groups and read them one by one counts why (readv_uring_fallback_*).
+// io_uring_enter per chunk of groups, see batchChunkNoWait, instead of one
+// preadv2 each), when the source can batch and MEMTIER_IO_URING is not 0; a
+// readv that had such groups and read them one by one counts why
+// (readv_uring_fallback_*). From phase1ParallelMin groups on, chunks of
+// batchChunk groups are handed to one worker per CPU, each planning, reading
+// and finishing its own (planning all groups on the caller first left the
+// helper idle for that time; with sourceOnly's one decision per run of
+// groups, bench_hot_path's cache-off row went from 0.98x to 1.08x a C pread
+// loop, medians of 6 interleaved runs under chrt -f 10, which keeps the
+// loaded 2-core VM's other work off its CPUs; at normal priority there the
+// helper seldom gets a CPU in time and both made 0.68-0.70x).
 // The other groups (cache hits and fills, O_DIRECT) run as before: on the
 // caller alone, or from phase1ParallelMin groups on as many workers as CPUs.
 func (c *Context) readvNoWait(v []IOVec, groups []readvGroup) error {
@@ -75,32 +82,31 @@ func (c *Context) readvNoWait(v []IOVec, groups []readvGroup) error {
 		logx.Warnf("uring.fallback", "io_uring unavailable (%s): readv reads with one preadv2 per element", why)
 		return c.readvPerGroup(v, groups, &c.st.ReadvUringFallbackUnavailable)
 	}
-	var rest []pendingGroup
-	sc := batchScratch.Get().(*readvScratch)
-	reqs, meta := slices.Grow(sc.reqs, len(groups)), slices.Grow(sc.meta, len(groups))
-	defer func() {
-		clear(reqs) // drop the references to files and destinations
-		sc.reqs, sc.meta = reqs[:0], meta[:0]
-		batchScratch.Put(sc)
-	}()
-	for gi := range groups {
-		g := &groups[gi]
-		rest = append(rest, pendingGroup{gi: gi})
-		pg := &rest[len(rest)-1]
-		c.makePlan(&pg.p, g.f, g.lo, g.hi-g.lo, 0, planOpts{})
-		if !batchable(&pg.p) {
-			continue
-		}
-		rest = rest[:len(rest)-1] // no pins to release: one source span
-		buf, single := c.groupBuffer(v, g)
-		reqs = append(reqs, source.BatchRead{Obj: g.f, Dst: buf, Off: g.lo})
-		meta = append(meta, batchGroup{gi, single})
+	// Each chunk of groups is planned, read and finished by the worker that
+	// takes it, so the per-group Go work (plan, policy, results) runs on
+	// both CPUs as the kernel's copies do, instead of serially before them.
+	par := phase1Par(len(groups))
+	per := len(groups)
+	if par > 1 {
+		per = batchChunk
 	}
-	if len(reqs) > 0 {
-		if err := c.readBatch(br, reqs); err != nil {
-			return err
+	n := (len(groups) + per - 1) / per
+	rests := make([][]pendingGroup, n)
+	var refused atomic.Bool
+	err := c.rd.Run(n, par, func(k int) error {
+		lo := k * per
+		rests[k] = c.batchChunkNoWait(br, v, groups, lo, min(lo+per, len(groups)), &refused)
+		return nil
+	})
+	var rest []pendingGroup
+	for _, r := range rests {
+		rest = append(rest, r...)
+	}
+	if err != nil {
+		for k := range rest {
+			rest[k].p.release()
 		}
-		c.finishBatch(v, groups, reqs, meta)
+		return err
 	}
 	if len(rest) == 0 {
 		return nil
@@ -109,6 +115,57 @@ func (c *Context) readvNoWait(v []IOVec, groups []readvGroup) error {
 		c.execGroupNoWait(v, &groups[rest[k].gi], &rest[k].p)
 		return nil
 	})
+}
+
+// batchChunkNoWait plans groups[lo:hi]; reads those whose plan is one
+// buffered source span in one batch of br (ranges the source refused stay
+// for the second pass, and the first refusal of the call, tracked by
+// refused, counts readv_uring_fallback_unavailable); finishes the groups
+// read; and returns the other groups with their plans. Safe to run on
+// several workers at once for disjoint ranges of groups.
+func (c *Context) batchChunkNoWait(br source.BatchReader, v []IOVec, groups []readvGroup, lo, hi int,
+	refused *atomic.Bool) []pendingGroup {
+	var rest []pendingGroup
+	sc := batchScratch.Get().(*readvScratch)
+	reqs, meta := slices.Grow(sc.reqs, hi-lo), slices.Grow(sc.meta, hi-lo)
+	defer func() {
+		clear(reqs) // drop the references to files and destinations
+		sc.reqs, sc.meta = reqs[:0], meta[:0]
+		batchScratch.Put(sc)
+	}()
+	var dc decisionMemo
+	noCache := c.cache == nil || c.cache.Resident() == 0
+	for gi := lo; gi < hi; gi++ {
+		g := &groups[gi]
+		if !noCache || !c.sourceOnly(&dc, g) {
+			rest = append(rest, pendingGroup{gi: gi})
+			pg := &rest[len(rest)-1]
+			c.makePlan(&pg.p, g.f, g.lo, g.hi-g.lo, 0, planOpts{})
+			if !batchable(&pg.p) {
+				continue
+			}
+			rest = rest[:len(rest)-1] // no pins to release: one source span
+		}
+		buf, single := c.groupBuffer(v, g)
+		reqs = append(reqs, source.BatchRead{Obj: g.f, Dst: buf, Off: g.lo})
+		meta = append(meta, batchGroup{gi, single})
+	}
+	if len(reqs) == 0 {
+		return rest
+	}
+	submits, err := br.ReadBatch(reqs, uringNoWait)
+	if err != nil {
+		for i := range reqs {
+			reqs[i].WouldBlock = true
+		}
+		if !refused.Swap(true) {
+			c.st.ReadvUringFallbackUnavailable.Add(1)
+		}
+		return rest
+	}
+	c.st.ReadvUringBatches.Add(uint64(submits))
+	c.finishBatch(v, groups, reqs, meta)
+	return rest
 }
 
 // phase1Par is how many workers run n first-pass jobs: the caller alone
@@ -127,41 +184,6 @@ func phase1Par(n int) int {
 // others instead of holding half the batch, at one io_uring_enter (about a
 // microsecond) per 64 reads of about a microsecond each.
 const batchChunk = 64
-
-// readBatch reads reqs through br: from phase1ParallelMin ranges on, in
-// chunks of batchChunk on one worker per CPU, each chunk on its own
-// io_uring, so the kernel's copies run on every CPU as the per-group path's
-// do (one ring: 0.79-0.81x a C pread loop in bench_hot_path's cache-off row
-// where the per-group path on two workers made 0.90-0.95x). Ranges of a
-// batch the source refused (the kernel refused io_uring just now; CanBatch
-// says so from here on) are marked WouldBlock: the second pass reads them.
-// The error is a recovered panic of a worker.
-func (c *Context) readBatch(br source.BatchReader, reqs []source.BatchRead) error {
-	par := phase1Par(len(reqs))
-	per := len(reqs)
-	if par > 1 {
-		per = batchChunk
-	}
-	var refused atomic.Bool
-	return c.rd.Run((len(reqs)+per-1)/per, par, func(k int) error {
-		part := reqs[min(k*per, len(reqs)):min((k+1)*per, len(reqs))]
-		if len(part) == 0 {
-			return nil
-		}
-		submits, err := br.ReadBatch(part, uringNoWait)
-		if err != nil {
-			for i := range part {
-				part[i].WouldBlock = true
-			}
-			if !refused.Swap(true) {
-				c.st.ReadvUringFallbackUnavailable.Add(1)
-			}
-			return nil
-		}
-		c.st.ReadvUringBatches.Add(uint64(submits))
-		return nil
-	})
-}
 
 // readvPerGroup is the first pass without batches: each group is planned and
 // served on its own (one RWF_NOWAIT preadv2 per source span). When some
@@ -223,4 +245,39 @@ func (c *Context) finishBatch(v []IOVec, groups []readvGroup, reqs []source.Batc
 	c.st.Bytes.Add(bytes)
 	c.st.BufferedRequests.Add(members)
 	c.st.BufferedBytes.Add(bytes)
+}
+
+// decisionMemo is the last policy decision of a first-pass chunk, reused for
+// the next group of the same object and size when the policy's answer cannot
+// depend on the range (no residency input): the per-group plan and policy
+// were a tenth of a 256 x 4 KiB cache-off readv's CPU time outside the kernel.
+type decisionMemo struct {
+	obj  source.Object
+	size uint64
+	d    policy.Decision
+	ok   bool
+}
+
+// sourceOnly reports whether group g, when no DRAM cache block holds a byte
+// of any file (cache off or empty), is planned as one buffered source span,
+// the plan batchable reports, without building the plan: no span can be a
+// hit, so the plan is the decision's path for the whole range, filling the
+// cache only when admitted. It decides as makePlan does, reusing memo's
+// decision where it must be the same, and logs the decision when it returns
+// true (else makePlan, which the caller runs then, logs it).
+func (c *Context) sourceOnly(memo *decisionMemo, g *readvGroup) bool {
+	size := g.hi - g.lo
+	if !memo.ok || memo.obj != g.f || memo.size != size {
+		in := policy.Input{Target: policy.TargetCPU, Size: size, DirectRefused: c.src.DirectRefused(g.f)}
+		if policy.NeedsResidency(c.pol, in) {
+			memo.ok = false
+			return false // makePlan probes the range
+		}
+		*memo = decisionMemo{obj: g.f, size: size, d: policy.Decide(c.pol, in), ok: true}
+	}
+	if memo.d.Path != policy.PathBuffered || c.cache != nil && memo.d.Admit {
+		return false // makePlan plans (and logs) the group
+	}
+	c.logDecision(g.f, g.lo, size, 0, memo.d)
+	return true
 }
