@@ -54,6 +54,18 @@ func (c *Cache) acquireEntry(name string, k *Key, idx uint64, blockLen int) (*op
 	return c.openEntry(name, k, idx, blockLen)
 }
 
+// dropBad counts the entry name (inode ino, size bytes) that failed a
+// check for why, as stale when it is of an older format version, else as
+// corrupt, and deletes it.
+func (c *Cache) dropBad(name, why string, ino, size uint64) {
+	if why == errOldFormat.Error() {
+		c.st.staleEntries.Add(1)
+	} else {
+		c.st.corruptEntries.Add(1)
+	}
+	c.dropEntry(name, ino, size)
+}
+
 // endRead ends a read of open entry e (name): why is "" when it served
 // the read, which marks the entry used, else why it was bad, which counts
 // and deletes it. It reports whether the read was served.
@@ -89,12 +101,7 @@ func (c *Cache) openEntry(name string, k *Key, idx uint64, blockLen int) (e *ope
 	h, why := c.readHeader(f, k, idx, blockLen, st.Size)
 	if why != "" {
 		f.Close()
-		if why == errOldFormat.Error() {
-			c.st.staleEntries.Add(1)
-		} else {
-			c.st.corruptEntries.Add(1)
-		}
-		c.dropEntry(name, st.Ino, uint64(st.Size))
+		c.dropBad(name, why, st.Ino, uint64(st.Size))
 		return nil, false
 	}
 	e = &openEntry{f: f, ino: st.Ino, size: st.Size, h: h, touched: time.Unix(st.Mtim.Unix())}

@@ -83,12 +83,7 @@ func (s *Source) GetMeta(o *remote.Object, kind uint32) (data []byte, ok bool) {
 		why = readPieces(f, int64(h.hdrLen), &h, 0, data, &c.st.readBytes)
 	}
 	if why != "" {
-		if why == errOldFormat.Error() {
-			c.st.staleEntries.Add(1)
-		} else {
-			c.st.corruptEntries.Add(1)
-		}
-		c.dropEntry(name, st.Ino, uint64(st.Size))
+		c.dropBad(name, why, st.Ino, uint64(st.Size))
 		return nil, false
 	}
 	if now := time.Now(); now.Sub(time.Unix(st.Mtim.Unix())) > touchAfter {
