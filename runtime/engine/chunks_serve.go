@@ -162,18 +162,17 @@ func (l *chunkLoad) readStretchRemote(f source.Object, members []int) {
 	first, last := &l.ch[members[0]], &l.ch[members[len(members)-1]]
 	buf := make([]byte, last.Off+last.Size-first.Off)
 	_, err := guarded(func() (served, error) {
-		if _, err := c.src.ReadAt(f, buf, first.Off, source.PathBuffered); err != nil {
-			return served{}, err
-		}
-		for _, i := range members {
-			e := &l.ch[i]
-			copy(e.Dst[:e.Size], buf[e.Off-first.Off:])
-		}
-		return served{}, nil
+		_, err := c.src.ReadAt(f, buf, first.Off, source.PathBuffered)
+		return served{}, err
 	})
 	for _, i := range members {
 		if err != nil {
 			l.fail(i, err)
+			continue
+		}
+		e := &l.ch[i]
+		if cerr := copyOut("load_chunks", e.Dst[:e.Size], buf[e.Off-first.Off:]); cerr != nil {
+			l.fail(i, cerr) // its own bad destination: the others get their bytes
 			continue
 		}
 		c.account(served{buffered: l.ch[i].Size})

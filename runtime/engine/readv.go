@@ -2,7 +2,9 @@ package engine
 
 import (
 	"cmp"
+	"errors"
 	"slices"
+	"syscall"
 
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/errs"
@@ -258,13 +260,40 @@ func (c *Context) readInline(f source.Object, e *IOVec) (served bool, err error)
 // reads the group.
 func (c *Context) execGroupNoWait(v []IOVec, g *readvGroup, p *plan) {
 	buf, single := c.groupBuffer(v, g)
-	s, err := c.exec(p, buf, true)
+	s, err := execGuarded(func() (served, error) { return c.exec(p, buf, true) })
+	if isFault(err) { // a single member's bad destination (exec released p's pins)
+		for _, i := range g.members {
+			v[i].Err, v[i].Result = err, int64(errs.CodeOf(err))
+		}
+		g.done = true
+		return
+	}
 	if err != nil {
 		return
 	}
 	c.st.CoalescedReads.Add(1)
 	c.scatter(v, g, buf, single, s)
 	g.done = true
+}
+
+// execGuarded runs fn, a read of one group, and returns a panic out of it
+// as its error (errs.FromPanic): a fault on a single member's own
+// destination (debug.SetPanicOnFault) fails that group only, where it
+// would have ended the whole pass and failed every group not yet read.
+func execGuarded(fn func() (served, error)) (s served, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = served{}, errs.FromPanic("readv", p)
+		}
+	}()
+	return fn()
+}
+
+// isFault reports whether err is execGuarded's error of a fault on a
+// destination (errs.FromPanic's IO with EFAULT).
+func isFault(err error) bool {
+	var e *errs.Error
+	return errors.As(err, &e) && e.Errno == syscall.EFAULT && e.Code == errs.IO
 }
 
 // groupBuffer returns where g's range is read: the member's own dst for a
@@ -282,11 +311,29 @@ func (c *Context) scatter(v []IOVec, g *readvGroup, buf []byte, single bool, s s
 	for _, i := range g.members {
 		e := &v[i]
 		if !single {
-			copy(e.Dst[:e.Size], buf[e.Off-g.lo:e.Off-g.lo+e.Size])
+			if err := copyOut("readv", e.Dst[:e.Size], buf[e.Off-g.lo:e.Off-g.lo+e.Size]); err != nil {
+				e.Err, e.Result = err, int64(errs.CodeOf(err))
+				continue
+			}
 		}
 		e.Result = int64(e.Size)
 		c.account(share(s, e.Size))
 	}
+}
+
+// copyOut copies src into dst, a caller's destination, and returns the IO
+// error of a fault on dst (a bad destination: the goroutine runs with
+// debug.SetPanicOnFault) instead of panicking, so that a bad member of a
+// coalesced group fails alone, as a member read by a pread of its own does
+// (EFAULT), and the group's other members get their bytes.
+func copyOut(op string, dst, src []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errs.FromPanic(op, p)
+		}
+	}()
+	copy(dst, src)
+	return nil
 }
 
 // readGroup reads one coalesced range and scatters it to its members.
@@ -296,14 +343,16 @@ func (c *Context) readGroup(v []IOVec, g *readvGroup) {
 	var err error
 	if len(g.members) == 1 {
 		e := &v[g.members[0]]
-		s, err = c.serve(g.f, e.Off, e.Size, e.Dst[:e.Size], 0, false)
+		s, err = execGuarded(func() (served, error) { return c.serve(g.f, e.Off, e.Size, e.Dst[:e.Size], 0, false) })
 	} else {
 		buf := make([]byte, g.hi-g.lo)
 		s, err = c.serve(g.f, g.lo, g.hi-g.lo, buf, 0, false)
 		if err == nil {
 			for _, i := range g.members {
 				e := &v[i]
-				copy(e.Dst[:e.Size], buf[e.Off-g.lo:e.Off-g.lo+e.Size])
+				if cerr := copyOut("readv", e.Dst[:e.Size], buf[e.Off-g.lo:e.Off-g.lo+e.Size]); cerr != nil {
+					e.Err, e.Result = cerr, int64(errs.CodeOf(cerr))
+				}
 			}
 		}
 	}
@@ -312,6 +361,9 @@ func (c *Context) readGroup(v []IOVec, g *readvGroup) {
 		if err != nil {
 			e.Err, e.Result = err, int64(errs.CodeOf(err))
 			continue
+		}
+		if e.Err != nil {
+			continue // its own bad destination (copyOut)
 		}
 		e.Result = int64(e.Size)
 		c.account(share(s, e.Size))

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/logx"
 	"github.com/memtier/memtier/runtime/policy"
 	"github.com/memtier/memtier/runtime/source"
@@ -231,7 +232,10 @@ func (c *Context) finishBatch(v []IOVec, groups []readvGroup, reqs []source.Batc
 		for _, i := range g.members {
 			e := &v[i]
 			if !meta[k].single {
-				copy(e.Dst[:e.Size], r.Dst[e.Off-g.lo:e.Off-g.lo+e.Size])
+				if err := copyOut("readv", e.Dst[:e.Size], r.Dst[e.Off-g.lo:e.Off-g.lo+e.Size]); err != nil {
+					e.Err, e.Result = err, int64(errs.CodeOf(err)) // its own bad destination
+					continue
+				}
 			}
 			e.Result = int64(e.Size)
 			members++

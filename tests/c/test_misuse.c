@@ -75,6 +75,29 @@ static void check_readv_bad_elements(memtier_ctx_t* ctx) {
         MT_CHECK(c[0].result == 4, "cached element: result %lld", (long long)c[0].result);
         MT_CHECK(c[1].result == MEMTIER_ERR_IO, "destination below 4096: result %lld", (long long)c[1].result);
     }
+    /* Not cached (a fresh file, then a context with the cache off): a bad
+     * destination in a coalesced group, or in a group of its own, fails only
+     * its element; the others get their bytes. */
+    memtier_config_t cfg;
+    MT_OK(memtier_config_default(&cfg));
+    cfg.cache_bytes = 0;
+    memtier_ctx_t* off = mt_init_cfg(&cfg);
+    memtier_ctx_t* const ctxs[2] = {ctx, off};
+    for (int k = 0; k < 2; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "rv_cold%d.bin", k);
+        const char* q = mt_make_pfile(name, 300 * 1024);
+        static uint8_t d2[2][4096];
+        memtier_iovec_t e[3] = {{0, 4096, ro, NULL, -99}, {4096, 4096, d2[0], NULL, -99},
+                                {200000, 4096, d2[1], NULL, -99}};
+        MT_STATUS(memtier_readv(ctxs[k], q, e, 3, MEMTIER_TARGET_CPU), MEMTIER_ERR_IO);
+        MT_CHECK(e[0].result == MEMTIER_ERR_IO, "ctx %d: read-only destination: result %lld", k, (long long)e[0].result);
+        MT_CHECK(e[1].result == 4096 && e[2].result == 4096, "ctx %d: good elements: results %lld %lld", k,
+                 (long long)e[1].result, (long long)e[2].result);
+        MT_CHECK(mt_find_p_mismatch(d2[0], 4096, 4096) < 0 && mt_find_p_mismatch(d2[1], 200000, 4096) < 0,
+                 "ctx %d: bytes of the good elements", k);
+    }
+    MT_OK(memtier_finalize(off));
     munmap(ro, (size_t)ps);
 }
 
