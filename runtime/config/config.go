@@ -369,7 +369,7 @@ func (o *Options) Validate() error {
 	case o.SmallIODepth < 1 || o.SmallIODepth > 256:
 		return bad("small_io_depth %d not in [1, 256]", o.SmallIODepth)
 	case uint64(o.MaxInflightMiB)*MiB < o.TaskBytes:
-		return bad("max_inflight_mib (%d MiB) smaller than one task (%d bytes)", o.MaxInflightMiB, o.TaskBytes)
+		return bad("max_inflight_mib (%d MiB) smaller than one task (task_bytes %d; MEMTIER_MAX_INFLIGHT_MIB and MEMTIER_TASK_BYTES set them from the environment)", o.MaxInflightMiB, o.TaskBytes)
 	case o.GDSMode < GDSAuto || o.GDSMode > GDSRequired:
 		return bad("gds_mode %d unknown", o.GDSMode)
 	case o.HBMDevice < 0 || o.HBMDevice > MaxHBMDevice:
