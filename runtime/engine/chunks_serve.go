@@ -33,7 +33,7 @@ func (l *chunkLoad) serveUnit(f source.Object, u *chunkUnit) {
 // through memtier_prefetch or memtier_readv, which admit.
 func (l *chunkLoad) serveOne(f source.Object, i int) {
 	e := &l.ch[i]
-	s, err := guarded(func() (served, error) {
+	s, err := guarded("load_chunks", func() (served, error) {
 		return l.c.serve(f, e.Off, e.Size, e.Dst[:e.Size], l.flags, false)
 	})
 	if err != nil {
@@ -51,7 +51,7 @@ func (l *chunkLoad) servePiece(f source.Object, u *chunkUnit) {
 	e := &l.ch[i]
 	p := l.pieces[i]
 	dst := e.Dst[u.lo-e.Off : u.hi-e.Off]
-	s, err := guarded(func() (served, error) {
+	s, err := guarded("load_chunks", func() (served, error) {
 		return l.c.serveDecided(f, u.lo, dst, p.path, p.admit)
 	})
 	p.mu.Lock()
@@ -95,7 +95,7 @@ func (l *chunkLoad) serveRun(f source.Object, u *chunkUnit) {
 		hit := false
 		var err error
 		if cached {
-			_, err = guarded(func() (served, error) {
+			_, err = guarded("load_chunks", func() (served, error) {
 				hit = c.copyCached(f, e.Off, e.Dst[:e.Size])
 				return served{}, nil
 			})
@@ -161,7 +161,7 @@ func (l *chunkLoad) readStretchRemote(f source.Object, members []int) {
 	c := l.c
 	first, last := &l.ch[members[0]], &l.ch[members[len(members)-1]]
 	buf := make([]byte, last.Off+last.Size-first.Off)
-	_, err := guarded(func() (served, error) {
+	_, err := guarded("load_chunks", func() (served, error) {
 		_, err := c.src.ReadAt(f, buf, first.Off, source.PathBuffered)
 		return served{}, err
 	})
@@ -180,13 +180,14 @@ func (l *chunkLoad) readStretchRemote(f source.Object, members []int) {
 	}
 }
 
-// guarded runs fn and turns a panic into its error: a memory fault while
-// copying into a bad destination (the goroutine runs with SetPanicOnFault) is
-// then that chunk's IO error, and Run keeps handing out the other units.
-func guarded(fn func() (served, error)) (s served, err error) {
+// guarded runs fn for operation op and turns a panic into its error
+// (errs.FromPanic): a memory fault while copying into a bad destination (the
+// goroutine runs with SetPanicOnFault) is then the IO error of the chunk or
+// element fn served, and the other units and groups go on.
+func guarded(op string, fn func() (served, error)) (s served, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			s, err = served{}, errs.FromPanic("load_chunks", p)
+			s, err = served{}, errs.FromPanic(op, p)
 		}
 	}()
 	return fn()

@@ -9,7 +9,6 @@ import (
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/errs"
-	"github.com/memtier/memtier/runtime/logx"
 	"github.com/memtier/memtier/runtime/policy"
 	"github.com/memtier/memtier/runtime/stats"
 )
@@ -239,11 +238,9 @@ func (c *Context) prefetchHBM(path string, off, size uint64) (uint64, error) {
 		return 0, err
 	}
 	defer f.Release()
-	if !f.CacheSafe() {
-		// Changed within its file system's timestamp tick: HBM blocks are
-		// bound to the Identity as DRAM blocks are (claimBlock), so none is
-		// made until the file settles; the prefetch moves nothing.
-		logx.Debugf("cache.racy", "not cached yet: %s changed within its file system's timestamp tick", path)
+	if !cacheSafe(f) {
+		// HBM blocks are bound to the Identity as DRAM blocks are, so none
+		// is made until the file settles; the prefetch moves nothing.
 		return 0, nil
 	}
 	bs := h.BlockSize()

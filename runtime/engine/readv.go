@@ -233,19 +233,17 @@ func (c *Context) readvInline(f source.Object, v []IOVec, idx []int, fail func(i
 // destination: that fault (the goroutine runs with debug.SetPanicOnFault)
 // is e's own IO error, so one bad element does not fail the others (the
 // memtier_readv contract), as on the paths that read from the source.
-func (c *Context) readInline(f source.Object, e *IOVec) (served bool, err error) {
+func (c *Context) readInline(f source.Object, e *IOVec) (bool, error) {
 	var p plan
 	c.makePlan(&p, f, e.Off, e.Size, 0, planOpts{cachedOnly: true})
 	if p.cached != e.Size {
 		p.release()
 		return false, nil
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			served, err = true, errs.FromPanic("readv", r) // exec released p's pins
-		}
-	}()
-	s, _ := c.exec(&p, e.Dst[:e.Size], true)
+	s, err := guarded("readv", func() (served, error) { return c.exec(&p, e.Dst[:e.Size], true) })
+	if err != nil {
+		return true, err // exec released p's pins
+	}
 	c.st.ReadvInlineHits.Add(1)
 	e.Result = int64(e.Size)
 	c.account(s)
@@ -260,7 +258,7 @@ func (c *Context) readInline(f source.Object, e *IOVec) (served bool, err error)
 // reads the group.
 func (c *Context) execGroupNoWait(v []IOVec, g *readvGroup, p *plan) {
 	buf, single := c.groupBuffer(v, g)
-	s, err := execGuarded(func() (served, error) { return c.exec(p, buf, true) })
+	s, err := guarded("readv", func() (served, error) { return c.exec(p, buf, true) })
 	if isFault(err) { // a single member's bad destination (exec released p's pins)
 		for _, i := range g.members {
 			v[i].Err, v[i].Result = err, int64(errs.CodeOf(err))
@@ -276,20 +274,7 @@ func (c *Context) execGroupNoWait(v []IOVec, g *readvGroup, p *plan) {
 	g.done = true
 }
 
-// execGuarded runs fn, a read of one group, and returns a panic out of it
-// as its error (errs.FromPanic): a fault on a single member's own
-// destination (debug.SetPanicOnFault) fails that group only, where it
-// would have ended the whole pass and failed every group not yet read.
-func execGuarded(fn func() (served, error)) (s served, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			s, err = served{}, errs.FromPanic("readv", p)
-		}
-	}()
-	return fn()
-}
-
-// isFault reports whether err is execGuarded's error of a fault on a
+// isFault reports whether err is guarded's error of a fault on a
 // destination (errs.FromPanic's IO with EFAULT).
 func isFault(err error) bool {
 	var e *errs.Error
@@ -326,14 +311,12 @@ func (c *Context) scatter(v []IOVec, g *readvGroup, buf []byte, single bool, s s
 // debug.SetPanicOnFault) instead of panicking, so that a bad member of a
 // coalesced group fails alone, as a member read by a pread of its own does
 // (EFAULT), and the group's other members get their bytes.
-func copyOut(op string, dst, src []byte) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = errs.FromPanic(op, p)
-		}
-	}()
-	copy(dst, src)
-	return nil
+func copyOut(op string, dst, src []byte) error {
+	_, err := guarded(op, func() (served, error) {
+		copy(dst, src)
+		return served{}, nil
+	})
+	return err
 }
 
 // readGroup reads one coalesced range and scatters it to its members.
@@ -343,7 +326,7 @@ func (c *Context) readGroup(v []IOVec, g *readvGroup) {
 	var err error
 	if len(g.members) == 1 {
 		e := &v[g.members[0]]
-		s, err = execGuarded(func() (served, error) { return c.serve(g.f, e.Off, e.Size, e.Dst[:e.Size], 0, false) })
+		s, err = guarded("readv", func() (served, error) { return c.serve(g.f, e.Off, e.Size, e.Dst[:e.Size], 0, false) })
 	} else {
 		buf := make([]byte, g.hi-g.lo)
 		s, err = c.serve(g.f, g.lo, g.hi-g.lo, buf, 0, false)

@@ -226,11 +226,21 @@ func (c *Context) fillRun(f source.Object, path int, s *span, part []byte, out *
 // changed within its file system's timestamp tick: files.File.CacheSafe);
 // the caller then reads around the cache.
 func (c *Context) claimBlock(f source.Object, idx uint64) *cache.Block {
-	if !source.CacheSafe(f) {
-		logx.Debugf("cache.racy", "not cached yet: %s changed within its file system's timestamp tick", f.Name())
+	if !cacheSafe(f) {
 		return nil
 	}
 	return c.cache.AcquireQuiet(f.Version(), idx)
+}
+
+// cacheSafe is source.CacheSafe(f), saying at debug level why a read of f
+// was not cached when it is false; the DRAM (claimBlock) and HBM
+// (prefetchHBM) tiers both ask it before they keep bytes of f.
+func cacheSafe(f source.Object) bool {
+	if source.CacheSafe(f) {
+		return true
+	}
+	logx.Debugf("cache.racy", "not cached yet: %s changed within its file system's timestamp tick", f.Name())
+	return false
 }
 
 // readSource reads dst from the source at off by path, or, nowait, only if
