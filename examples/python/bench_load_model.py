@@ -1,6 +1,6 @@
 """Load a checkpoint into an existing torch model: MemTier load_model vs its peers (issue 12).
 
-    python examples/python/bench_load_model.py [--size-mb 2048] [--repeat 3] [--cache warm,cold]
+    python examples/python/bench_load_model.py [--size-mb 2048] [--repeat 3] [--cold-repeat N] [--cache warm,cold]
                                                [--dir DIR] [--no-ceiling] [--json]
                                                [--methods memtier,st_load_model,...]
 
@@ -42,7 +42,12 @@ The methods alternate within each repeat. Prints per cache state and method
 the median and best wall time of --repeat runs, GB/s (of the best), the
 ratio best peer time / this time (medians), and the peak RSS above the
 process's RSS with the model built (``ru_maxrss`` minus RSS before the load;
-the largest of the runs). Every run's checksum of every parameter must
+the largest of the runs). ``--json`` also gives each method's
+``peak_model``: ``ru_maxrss`` minus the RSS before the model was built (the
+interpreter and torch imported, no loader yet), i.e. the model plus all
+that the loader and its library added, to compare with the model's size.
+--cold-repeat sets the cold runs apart from --repeat (a cold run reads the
+whole file from the device). Every run's checksum of every parameter must
 agree (the fresh-pages row fills no model and is not checked). Machines
 are noisy: read the ratios, and the load average printed.
 
@@ -66,6 +71,10 @@ from typing import Any, Dict, List
 CHILD = textwrap.dedent("""
     import json, os, resource, sys, time, torch
     method, path, layers, width, cache = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    rss_runtime = rss()  # the interpreter and torch: before the model and any loader exist
     with torch.device("meta"):
         model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
     model.to_empty(device="cpu")
@@ -86,9 +95,6 @@ CHILD = textwrap.dedent("""
         with open(path, "rb") as f:
             f.seek(8 + hlen)
             f.readinto(memoryview(src.numpy()))
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     def layout():
         with open(path, "rb") as f:
             hlen = int.from_bytes(f.read(8), "little")
@@ -148,7 +154,7 @@ CHILD = textwrap.dedent("""
     dt = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     check = sum(float(p.sum(dtype=torch.float64)) for p in model.parameters())
-    print(json.dumps({"s": dt, "peak_extra": peak - base, "check": check}))
+    print(json.dumps({"s": dt, "peak_extra": peak - base, "peak_model": peak - rss_runtime, "check": check}))
 """)
 
 METHODS = [("memtier", "memtier.safetensors.load_model"),
@@ -191,6 +197,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=2048, help="checkpoint size in MiB (default 2048)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cold-repeat", type=int, default=None, help="runs per method cold (default: --repeat)")
     ap.add_argument("--cache", default="warm,cold", help="comma list of warm, cold (default both)")
     ap.add_argument("--dir", default=None, help="folder for the checkpoint (default: a temporary one)")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the two ceiling rows")
@@ -204,8 +211,10 @@ def main() -> None:
     if not chosen or any(m not in keys for m in chosen) or ("memtier" in chosen and len(chosen) < 2):
         ap.error(f"--methods takes keys of {', '.join(keys)}, with memtier and at least one peer")
     caches = [c.strip() for c in a.cache.split(",") if c.strip()]
-    if not caches or any(c not in ("warm", "cold") for c in caches) or a.repeat < 1 or a.size_mb < 1:
-        ap.error("--cache takes warm and/or cold; --repeat and --size-mb must be positive")
+    if a.cold_repeat is None:
+        a.cold_repeat = a.repeat
+    if not caches or any(c not in ("warm", "cold") for c in caches) or min(a.repeat, a.cold_repeat, a.size_mb) < 1:
+        ap.error("--cache takes warm and/or cold; --repeat, --cold-repeat and --size-mb must be positive")
     import torch
     import safetensors.torch as st
 
@@ -228,9 +237,10 @@ def main() -> None:
             if not a.no_ceiling:
                 rows += [c for c in CEILINGS if cache == "warm" or c[0] == "ceil_preadv"]
             runs: Dict[str, List[Dict[str, Any]]] = {k: [] for k, _ in rows}
-            for i in range(a.repeat):
+            repeat = a.cold_repeat if cache == "cold" else a.repeat
+            for i in range(repeat):
                 for key, _ in rows:
-                    print(f"bench_load_model: {cache} {key} {i + 1}/{a.repeat}", file=sys.stderr, flush=True)
+                    print(f"bench_load_model: {cache} {key} {i + 1}/{repeat}", file=sys.stderr, flush=True)
                     res = run(key, path, layers, width, cache)
                     print(f"bench_load_model: {cache} {key}: {res['s']:.3f} s", file=sys.stderr, flush=True)
                     if key != "ceil_fresh":  # fills a new buffer, not the model
@@ -240,19 +250,24 @@ def main() -> None:
             for key, label in rows:
                 ts = sorted(r["s"] for r in runs[key])
                 table[key] = {"label": label, "median_s": statistics.median(ts), "best_s": ts[0],
-                              "peak_extra": max(r["peak_extra"] for r in runs[key])}
+                              "peak_extra": max(r["peak_extra"] for r in runs[key]),
+                              "peak_model": max(r["peak_model"] for r in runs[key]), "runs": len(ts)}
             peer = min(table[k]["median_s"] for k, _ in peers if k != "memtier")
             for key in table:
                 table[key]["vs_best_peer"] = peer / table[key]["median_s"]
             out["tables"][cache] = table
         out["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
-        out.update({"size": size, "layers": layers, "absent": absent, "agree": len(checks) == 1})
+        out.update({"size": size, "layers": layers, "absent": absent, "agree": len(checks) == 1,
+                    "model_bytes": sum(p.numel() * p.element_size() for p in
+                                       torch.nn.Sequential(*[torch.nn.Linear(width, width, device="meta")
+                                                             for _ in range(layers)]).parameters())})
     if a.json:
         print(json.dumps(out))
     else:
         for cache, table in out["tables"].items():
+            n = a.cold_repeat if cache == "cold" else a.repeat
             print(f"\ncheckpoint: {size / 1e6:.0f} MB ({layers} x Linear({width}, {width}), float32), {cache} "
-                  f"page cache, median and best of {a.repeat}; model size {size / 2**20:.0f} MiB")
+                  f"page cache, median and best of {n}; model size {size / 2**20:.0f} MiB")
             print(f"{'method':44s} {'median s':>9s} {'best s':>8s} {'GB/s':>7s} {'vs best peer':>13s} "
                   f"{'peak RSS extra MiB':>19s}")
             for key, r in table.items():
