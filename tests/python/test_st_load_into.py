@@ -216,3 +216,26 @@ def test_load_model_opens_each_file_once(tmp_path, torch, monkeypatch):
         _same(src, dst)
         assert sorted(n for n, _ in opened) == want
         assert all(h.h is None for _, h in opened)  # closed
+
+
+def test_load_model_mismatches_in_the_references_order(tmp_path, torch):
+    # The file holds 1.bias before 1.weight (data-offset order); load_state_dict,
+    # and so safetensors' load_model, lists a module's mismatches in its
+    # state_dict order: 1.weight first.
+    import re
+
+    import safetensors.torch as stt
+
+    path = str(tmp_path / "m.safetensors")
+    stt.save_model(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 3)), path)
+    with open(path, "rb") as f:
+        head = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    head.pop("__metadata__", None)
+    names = sorted(head, key=lambda k: head[k]["data_offsets"])
+    assert names.index("1.bias") < names.index("1.weight")  # the case this test is about
+    got = {}
+    for which, fn in (("memtier", mts.load_model), ("reference", stt.load_model)):
+        with pytest.raises(RuntimeError) as ei:
+            fn(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 5)), path)
+        got[which] = re.findall(r"size mismatch for (\S+):", str(ei.value))
+    assert got["memtier"] == got["reference"] == ["1.weight", "1.bias"]

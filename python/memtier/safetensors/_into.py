@@ -380,10 +380,14 @@ def _load_opened(state_dict_or_module: Any, dests: Dict[str, Any], torch: Any, s
                 if info.name in descs:
                     why = _check(info, descs[info.name], torch)
                     if why:
-                        problems.append(why)
+                        problems.append((order[info.name], why))
         if problems:
+            # in the destination's order (a module's: its state_dict order), as
+            # load_state_dict lists them, not the file's (data-offset) order
+            problems.sort()
             raise StateDictError(f"Error(s) in loading state_dict for "
-                                 f"{type(state_dict_or_module).__name__}:\n\t" + "\n\t".join(problems))
+                                 f"{type(state_dict_or_module).__name__}:\n\t" +
+                                 "\n\t".join(why for _, why in problems))
         if any(d.cuda for d in descs.values()):
             _context._require_cuda(c, f"{where}: CUDA destinations")
         skip, stage = _plan_overlaps(list(descs.values()), order)
