@@ -383,10 +383,13 @@ def test_b11_changed_since_open(tmp_path):
         tmp = write_st(tmp_path / "w.tmp", {"w": ("F32", (4,), struct.pack("<4f", 5, 6, 7, 8))},
                        {"note": "shifted"})
         os.replace(tmp, path)
-        with pytest.raises(memtier.MemTierError, match="changed since open"):
+        with pytest.raises(memtier.MemTierError, match="changed since open") as by_tensor:
             f.get_tensor("w")
-        with pytest.raises(memtier.MemTierError, match="changed since open"):
+        with pytest.raises(memtier.MemTierError, match="changed since open") as by_slice:
             f.get_slice("w")[1:3]
+    # one text for both (the library's, from get_tensor's load), after the operation's name
+    tail = f": load {path}: file changed since open (size, mtime or inode differ): open it again"
+    assert str(by_tensor.value).endswith(tail) and str(by_slice.value).endswith(tail)
 
 
 def test_b11d_rewrite_while_loading(tmp_path):

@@ -278,9 +278,7 @@ class Handle:
         except OSError:
             now = None
         if now is None or now != self.ident:
-            raise make_error(_errors.ERR_IO, where,
-                             f"{_fname(self.path)}: the file changed since open (size, inode or "
-                             "modification time differ); open it again",
+            raise make_error(_errors.ERR_IO, where, changed_text(self.path),
                              strerror=_ffi.strerror(_errors.ERR_IO), filename=_fname(self.path))
 
 
@@ -304,6 +302,13 @@ class Handle:
         or null), ``{}`` for an empty object, as the reference
         (memtier_safetensors_metadata_count tells the two apart)."""
         return dict(self.meta) if self._meta_present else None
+
+
+def changed_text(path: PathType) -> str:
+    """The detail of a "changed since open" error raised in Python: the text
+    of the library's own (a handle load of the same file), so get_tensor and
+    get_slice say the same thing."""
+    return f"load {_fname(path)}: file changed since open (size, mtime or inode differ): open it again"
 
 
 def refuse_subbyte(info: TensorInfo, where: str) -> None:
