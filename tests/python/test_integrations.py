@@ -14,7 +14,7 @@ import pytest
 
 import memtier
 from memtier.integrations import (counts, is_patched, patch_safetensors, reset_counts,
-                                  unpatch_safetensors)
+                                  unpatch_safetensors, view_bytes)
 
 st = pytest.importorskip("safetensors")
 
@@ -121,7 +121,7 @@ def test_patch_routes_safe_open_numpy_and_load_model(torch, tmp_path):
     model = torch.nn.Linear(33, 64)
     stt.save_file(model.state_dict(), str(tmp_path / "lin.safetensors"))
     model2 = torch.nn.Linear(33, 64)
-    with memtier.Context() as ctx, patch_safetensors(ctx):
+    with memtier.Context() as ctx, patch_safetensors(ctx, views=False):  # the copy mode serves safe_open
         with safetensors.safe_open(str(path), framework="pt", backend="pread") as f:
             assert isinstance(f, safetensors.safe_open)
             assert isinstance(f, memtier.safetensors.safe_open)
@@ -350,8 +350,10 @@ def _tiny_gpt2(transformers, torch, seed):
     return transformers.GPT2LMHeadModel(cfg).eval()  # tied lm_head / wte
 
 
-@pytest.mark.parametrize("arch,shard", [("llama", "20KB"), ("llama", None), ("gpt2", "30KB")])
-def test_transformers_from_pretrained_under_the_patch(torch, tmp_path, arch, shard):
+@pytest.mark.parametrize("arch,shard,views", [("llama", "20KB", False), ("llama", None, False),
+                                              ("gpt2", "30KB", False), ("llama", "20KB", None),
+                                              ("gpt2", "30KB", None)])
+def test_transformers_from_pretrained_under_the_patch(torch, tmp_path, arch, shard, views):
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     make = _tiny_llama if arch == "llama" else _tiny_gpt2
@@ -368,14 +370,19 @@ def test_transformers_from_pretrained_under_the_patch(torch, tmp_path, arch, sha
     before = _originals()
     bound = _bindings(before)
     assert ("transformers.modeling_utils", "safe_open") in bound
-    with memtier.Context() as ctx, patch_safetensors(ctx):
+    with memtier.Context() as ctx, patch_safetensors(ctx, views=views):
         assert _is_standin(mu.safe_open)
         loaded = type(model).from_pretrained(str(tmp_path)).eval()
         served = ctx.stats().bytes
-    # every tensor of every file, each read once, and nothing else (the headers
-    # are parsed from the library's own read, outside the stats)
-    assert served == sum(_payload_bytes(tmp_path / f) for f in files)
-    assert counts()["served"] == {"safetensors.safe_open": len(files)}
+    payload = sum(_payload_bytes(tmp_path / f) for f in files)
+    if views is False:
+        # every tensor of every file, each read once, and nothing else (the headers
+        # are parsed from the library's own read, outside the stats)
+        assert served == payload and view_bytes() == {}
+        assert counts()["served"] == {"safetensors.safe_open": len(files)}
+    else:  # the default: safe_open on the CPU gives the reference's views, their bytes counted
+        assert served == 0 and view_bytes() == {"safetensors.safe_open": payload}
+        assert counts()["served"] == {"safetensors.safe_open (views)": len(files)}
     assert counts()["fallback"] == {}
     assert _originals() == before and _bindings(before) == bound
     assert mu.safe_open is before[("safetensors", "safe_open")]

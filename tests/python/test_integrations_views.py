@@ -133,7 +133,7 @@ def test_views_leave_load_model_and_bad_files_to_memtier(torch, tmp_path):
 
 
 def test_views_bad_argument():
-    with pytest.raises(TypeError, match=r"^memtier.patch_safetensors: views must be True or False, "
+    with pytest.raises(TypeError, match=r"^memtier.patch_safetensors: views must be None, True or False, "
                                         r"got 1$"):
         patch_safetensors(views=1)
 
@@ -155,15 +155,50 @@ def test_prepare_counts_payload_bytes(tmp_path):
     assert view_bytes() == {"f": 6}
 
 
-def test_env_switch_views(run_py, tmp_path):
+@pytest.mark.parametrize("value,mode", [("views", "True"), ("copy", "False"), ("1", "None")])
+def test_env_switch_views(run_py, tmp_path, value, mode):
     r = run_py("""
         import memtier
         from memtier.integrations import _patch
         p = _patch._env_patch
         print(p.active, p.views)
-    """, env={"MEMTIER_PATCH_SAFETENSORS": "views"})
+    """, env={"MEMTIER_PATCH_SAFETENSORS": value})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "True True"
+    assert r.stdout.strip() == f"True {mode}"
+
+
+def test_default_mode_views_safe_open_only(torch, tmp_path):
+    """patch_safetensors() (views=None): safe_open on the CPU is the reference's
+    handle (mmap views, bytes counted), load_file is MemTier's (owned tensors);
+    views=False serves safe_open with MemTier too."""
+    import safetensors
+    import safetensors.torch as stt
+
+    path = tmp_path / "m.safetensors"
+    want = _save(torch, path)
+    _, payload = _payload(path)
+    original = safetensors.safe_open
+    with memtier.Context() as ctx, patch_safetensors(ctx) as p:
+        assert repr(p) == "<memtier.SafetensorsPatch on>" and p.views is None
+        with safetensors.safe_open(str(path), framework="pt") as f:
+            assert type(f) is original
+            viewed = {k: f.get_slice(k)[...] for k in f.keys()}
+        assert ctx.stats().bytes == 0
+        owned = stt.load_file(str(path))
+        assert ctx.stats().bytes == payload
+    with memtier.Context() as ctx, patch_safetensors(ctx, views=False) as p:
+        assert repr(p) == "<memtier.SafetensorsPatch on, copy>"
+        with safetensors.safe_open(str(path), framework="pt") as f:
+            assert isinstance(f, memtier.safetensors.safe_open)
+            copied = {k: f.get_tensor(k) for k in f.keys()}
+        assert ctx.stats().bytes == payload
+    for k, t in want.items():
+        assert torch.equal(viewed[k], t) and torch.equal(owned[k], t) and torch.equal(copied[k], t), k
+    assert counts()["served"] == {"safetensors.safe_open (views)": 1, "safetensors.torch.load_file": 1,
+                                  "safetensors.safe_open": 1}
+    assert view_bytes() == {"safetensors.safe_open": payload}
+    _rewrite_first_int32(path, 9)  # the reference's contract for the views only
+    assert int(viewed["a"][0, 0]) == 9 and int(owned["a"][0, 0]) == 0 and int(copied["a"][0, 0]) == 0
 
 
 def test_scan_names_and_scan_all(torch, tmp_path):

@@ -7,8 +7,10 @@
   names other modules bound to them, e.g. ``transformers.modeling_utils.safe_open``)
   through :mod:`memtier.safetensors`; calls MemTier cannot serve with the
   reference's meaning go to the original (:func:`counts` says which, and why).
-  ``patch_safetensors(views=True)`` leaves local files to safetensors' own
-  mmap views and counts them (:func:`view_bytes`).
+  By default ``safe_open`` of a local file on the CPU returns safetensors' own
+  mmap views, as without the patch (the reference's semantics; MemTier counts
+  their bytes, :func:`view_bytes`); ``views=True`` does the same for
+  ``load_file``, ``views=False`` gives tensors that own their memory everywhere.
   ``MEMTIER_PATCH_SAFETENSORS=1`` turns it on at ``import memtier``
   (:func:`apply_env`).
 * :class:`memtier.integrations.dcp.MemTierFileSystemReader`: a torch

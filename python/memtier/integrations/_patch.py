@@ -53,7 +53,7 @@ _keep: List[Any] = []
 _finder: Optional["_Finder"] = None
 
 
-def _route() -> Tuple[bool, Optional[Context], bool]:
+def _route() -> Tuple[bool, Optional[Context], Optional[bool]]:
     """(patch on?, the context and the views mode of the most recently started
     active patch)."""
     try:
@@ -270,18 +270,19 @@ class SafetensorsPatch:
     ctx : Context or None
         The context the routed calls use (None: the default context) while
         this is the most recently started active patch.
-    views : bool
-        The mode of :func:`patch_safetensors` (``views=``).
+    views : bool or None
+        The mode of :func:`patch_safetensors` (``views=``): None (the
+        default: ``safe_open`` views), True or False.
     scan : str
         ``"names"`` or ``"all"`` (:func:`patch_safetensors`).
     """
 
-    def __init__(self, ctx: Optional[Context] = None, views: bool = False, scan: str = "names") -> None:
+    def __init__(self, ctx: Optional[Context] = None, views: Optional[bool] = None, scan: str = "names") -> None:
         if ctx is not None and not isinstance(ctx, Context):
             raise TypeError(f"memtier.patch_safetensors: ctx must be a memtier.Context or None, "
                             f"got {type(ctx).__name__}")
-        if not isinstance(views, bool):
-            raise TypeError(f"memtier.patch_safetensors: views must be True or False, got {views!r}")
+        if views is not None and not isinstance(views, bool):
+            raise TypeError(f"memtier.patch_safetensors: views must be None, True or False, got {views!r}")
         if scan not in ("names", "all"):
             raise ValueError(f"memtier.patch_safetensors: scan must be 'names' or 'all', got {scan!r}")
         self.ctx = ctx
@@ -326,11 +327,11 @@ class SafetensorsPatch:
         self.stop()
 
     def __repr__(self) -> str:
-        mode = ", views" if self.views else ""
+        mode = {None: "", True: ", views", False: ", copy"}[self.views]
         return f"<memtier.SafetensorsPatch {'on' if self._on else 'off'}{mode}>"
 
 
-def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False,
+def patch_safetensors(ctx: Optional[Context] = None, *, views: Optional[bool] = None,
                       scan: str = "names") -> SafetensorsPatch:
     """Route safetensors' reading functions through MemTier, with no change to the caller's code.
 
@@ -358,19 +359,25 @@ def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False,
         The context that serves the routed calls (its stats count their
         bytes). Default: the process's default context. With several active
         patches the most recently started one's context (and mode) is used.
-    views : bool, keyword-only
-        False (default): MemTier reads every served call into tensors that
-        own their memory (a file rewritten later cannot change them).
-        True: ``safe_open`` and ``load_file`` of a local file on the CPU are
-        left to safetensors' own mmap, so their tensors are views of the page
-        cache as without the patch (the reference's contract: a file
+    views : None, True or False, keyword-only
+        None (default): ``safe_open`` of a local file on the CPU returns
+        safetensors' own mmap views, as without the patch (the reference's
+        semantics: the tensors are views of the page cache, and a file
         rewritten in place changes them); MemTier counts their bytes in
-        :func:`memtier.integrations.view_bytes` (not in
-        :meth:`memtier.Context.stats`: MemTier's engine does not read them).
-        URLs, CUDA devices and ``load_model`` are MemTier's in both modes.
-        Why it exists: on a warm page cache, views cost no copy, and every
-        loader that returns owned tensors fills fresh pages; see
-        ``examples/python/bench_from_pretrained.py``.
+        :func:`memtier.integrations.view_bytes`. ``load_file``,
+        ``load_model``, URLs and CUDA devices are MemTier's.
+        True: ``load_file`` of a local file on the CPU is left to
+        safetensors' views too.
+        False: MemTier reads every served call into tensors that own their
+        memory (a file rewritten later cannot change them), ``safe_open``
+        on the CPU included.
+        Why views are the default for ``safe_open``: transformers'
+        ``from_pretrained`` keeps what ``safe_open`` returns as its
+        parameters; views cost no copy, while tensors that own their memory
+        need fresh pages backed (about 0.11 s per 400 MB on the 2-core
+        build VM, more than the reference's whole load), so owned tensors
+        made ``from_pretrained`` 0.07-0.38x the reference warm and 0.68x
+        cold (``examples/python/bench_from_pretrained.py``).
     scan : {"names", "all"}, keyword-only
         Where other modules' bindings are looked for when the patch starts
         (by the first activation; the last one's stop looks again).
@@ -391,7 +398,7 @@ def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False,
     ImportError
         safetensors is not installed (nothing to route).
     TypeError
-        ``ctx`` is not a :class:`memtier.Context`, or ``views`` not a bool.
+        ``ctx`` is not a :class:`memtier.Context`, or ``views`` not None or a bool.
     ValueError
         ``scan`` is not "names" or "all".
 
@@ -400,7 +407,7 @@ def patch_safetensors(ctx: Optional[Context] = None, *, views: bool = False,
     Thread-safe. Starting and stopping cost the ``scan`` above. The calls
     routed cost one check of their arguments. Results follow
     :mod:`memtier.safetensors` (each tensor owns its memory; its documented
-    differences apply), except what ``views=True`` leaves to safetensors.
+    differences apply), except what ``views`` leaves to safetensors.
     """
     import importlib.util
 
@@ -434,8 +441,9 @@ def apply_env() -> Optional[SafetensorsPatch]:
     by ``import memtier``); returns that activation, or None.
 
     "1", "true", "yes", "on": on for the life of the process (or until
-    :func:`unpatch_safetensors`), with the default context; "views": the
-    same with ``views=True``. Unset, "", "0",
+    :func:`unpatch_safetensors`), with the default context (``views=None``:
+    ``safe_open`` views); "views": the same with ``views=True``; "copy":
+    with ``views=False``. Unset, "", "0",
     "false", "no", "off": nothing. Another value: a warning naming it, and
     nothing. Importing nothing itself: safetensors, torch and numpy are
     patched when they are imported, so ``import memtier`` stays light. Does
@@ -446,15 +454,15 @@ def apply_env() -> Optional[SafetensorsPatch]:
     v = raw.strip().lower()
     if v in ("", "0", "false", "no", "off"):
         return None
-    if v not in ("1", "true", "yes", "on", "views"):
-        warnings.warn(f"{ENV_PATCH}={raw!r} is not understood (use 1, views or 0); the safetensors "
+    if v not in ("1", "true", "yes", "on", "views", "copy"):
+        warnings.warn(f"{ENV_PATCH}={raw!r} is not understood (use 1, views, copy or 0); the safetensors "
                       f"patch stays off", RuntimeWarning, stacklevel=2)
         return None
     with _lock:
         if _env_patch is not None and _env_patch.active:
             return _env_patch
         try:
-            _env_patch = patch_safetensors(views=v == "views")
+            _env_patch = patch_safetensors(views={"views": True, "copy": False}.get(v))
         except ImportError:
             return None
         return _env_patch

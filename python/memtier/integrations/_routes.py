@@ -51,7 +51,7 @@ def counts() -> Dict[str, Dict[str, int]]:
 
     Returns ``{"served": {function: calls}, "fallback": {"function: reason":
     calls}}``; function is e.g. ``"safetensors.torch.load_file"``, or
-    ``"safetensors.safe_open (views)"`` for a call the ``views=True`` patch
+    ``"safetensors.safe_open (views)"`` for a call the patch
     left to safetensors' mmap (its bytes: :func:`view_bytes`). A copy.
     Thread-safe.
     """
@@ -150,8 +150,8 @@ def _common_reason(a: Dict[str, Any], ctx: Optional[_context.Context]) -> Option
     return why
 
 
-#: () -> (patch on?, its context, views mode?), see _patch._route.
-Route = Callable[[], Tuple[bool, Optional[_context.Context], bool]]
+#: () -> (patch on?, its context, views mode: None, True or False), see _patch._route.
+Route = Callable[[], Tuple[bool, Optional[_context.Context], Optional[bool]]]
 
 
 def make_load_file(original: Callable[..., Any], fn: str, framework: str, route: Route) -> Callable[..., Any]:
@@ -168,7 +168,7 @@ def make_load_file(original: Callable[..., Any], fn: str, framework: str, route:
         if why:
             _fall_back(fn, why)
             return original(*args, **kwargs)
-        if views and a.get("device", "cpu") == "cpu":
+        if views is True and a.get("device", "cpu") == "cpu":
             out = _views.serve(fn, original, a["filename"], args, kwargs)
             if out is not None:
                 _count_served(fn + " (views)")
@@ -261,7 +261,7 @@ def make_safe_open(original: Any, fn: str, route: Route) -> Any:
         if why:
             _fall_back(fn, why)
             return original(*args, **kwargs)
-        if views and a["device"] == "cpu":
+        if views is not False and a["device"] == "cpu":  # None (default) or True: the reference's views
             out = _views.serve(fn, original, a["filename"], args, kwargs)
             if out is not None:
                 _count_served(fn + " (views)")

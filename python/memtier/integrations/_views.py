@@ -1,8 +1,13 @@
-"""The ``views=True`` mode of :func:`memtier.integrations.patch_safetensors`:
-local files are left to safetensors' own mmap (its tensors are views of the
-page cache), and their bytes are counted (:func:`view_bytes`).
+"""The views of :func:`memtier.integrations.patch_safetensors`: local files
+are left to safetensors' own mmap (its tensors are views of the page cache),
+and their bytes are counted (:func:`view_bytes`). ``safe_open`` on the CPU
+takes this path by default (``views=None``), ``load_file`` too with
+``views=True``; ``views=False`` never does.
 
-Why: ``from_pretrained`` binds every tensor it gets from ``safe_open`` as a
+Why views are the default for ``safe_open``: a user of the patch expects the
+reference's semantics there, and they measure best.
+
+Measured: ``from_pretrained`` binds every tensor it gets from ``safe_open`` as a
 parameter. On a warm page cache the reference's views cost no copy at all,
 while any loader that returns tensors owning their memory fills fresh pages
 (about 1.9 GB/s on the 2-core build VM, see
@@ -17,9 +22,14 @@ page tables of safetensors' mapping in a background thread
 too: it took the first touch of a 400 MB checkpoint from 19 to 4 ms, but the
 load itself went from 97 to 133 ms (medians of 11 interleaved runs on the
 loaded 2-core VM: the thread took the core the caller needed), so it is not
-done. The views are
+done. Doing the same in the caller, one ``madvise(MADV_POPULATE_READ)`` over
+each file's mapping right after ``safe_open`` (read-only page-table entries,
+no copy-on-write broken; the work ``MAP_POPULATE`` would do), was tried too:
+first touch 20 -> 5 ms, but ``from_pretrained`` 161 -> 186 ms, so the ready
+time did not improve (190 against 185 ms without it, the reference 196 ms;
+medians of 5 interleaved runs, 402 MB in 5 shards, load average 4-5). The views are
 the reference's, with the reference's contract: they read the file's pages,
-so a file rewritten in place changes them (the default ``views=False`` gives
+so a file rewritten in place changes them (``views=False`` gives
 tensors that own their memory).
 """
 
@@ -87,7 +97,7 @@ def prepare(fn: str, filename: Any) -> bool:
 
 
 def serve(fn: str, original: Any, filename: Any, args: Any, kwargs: Dict[str, Any]) -> Optional[Any]:
-    """The original's result when ``views=True`` applies to ``filename`` (a
+    """The original's result when the views apply to ``filename`` (a
     local file), else None (the caller serves it with MemTier)."""
     if not prepare(fn, filename):
         return None
