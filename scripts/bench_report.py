@@ -21,6 +21,18 @@ it read):
                        MemTier's first load vs the best S3 peer (boto3, s3torchconnector,
                        obstore, Run:ai), its disk-cache run vs a local file and its DRAM hit
                        on the remote object vs one on the local file (MB/s)
+  bench_load_model.py  (skipped with --no-st; issue 12) a 2 GiB float32 checkpoint of
+                       Linear layers written once into the temp dir, loaded into an
+                       existing model (its memory touched) by memtier.safetensors.load_model
+                       and by every installed peer (safetensors load_model, load_file +
+                       load_state_dict, Run:ai streamer and fastsafetensors feeding the
+                       model), warm (page cache holding the file) and cold (the file
+                       dropped from the page cache, as drop_page_cache below), each run a
+                       fresh interpreter; the peak RSS of MemTier's runs vs the model + 256 MiB
+  bench_from_pretrained.py (skipped with --no-st) transformers from_pretrained of a
+                       generated ~400 MB Llama model (5 shards), warm, with
+                       MEMTIER_PATCH_SAFETENSORS (the patch on from import memtier) vs
+                       without; the weights of every run must be bit-identical
 Fallbacks, for a bench_large_read without those modes: fio buffered (libaio qd16) run
 by this script, the DRAM-cache figure from bench_reuse, the relaunch measured with
 Python child processes (see relaunch_fallback). Every row says where it came from.
@@ -69,6 +81,8 @@ SETTINGS = {
     "large_repeat": (5, 2),
     "reuse_repeat": (3, 2),
     "fio_repeat": (3, 1),
+    "load_model_repeat": (3, 2),  # warm runs per method (cold: one; Run:ai and fastsafetensors: one)
+    "from_pretrained_repeat": (3, 2),
 }
 
 
@@ -454,6 +468,80 @@ def remote_rows(remote: Optional[Dict[str, Any]], skipped: str = "") -> List[Dic
     return out
 
 
+def st_rows(lm: Optional[Dict[str, Any]], fp: Optional[Dict[str, Any]], skipped: str = "") -> List[Dict[str, Any]]:
+    """The issue-12 rows: examples/python/bench_load_model.py --json (its "tables" per
+    page-cache state: per method the median seconds, vs_best_peer, peak_extra and
+    peak_model) and examples/python/bench_from_pretrained.py --json (its "rows", as
+    they are); n/a when they did not run."""
+    out: List[Dict[str, Any]] = []
+    src = "bench_load_model.py"
+    why = skipped or "bench_load_model.py did not run"
+    size = (lm or {}).get("size", 0)
+    gib = f"{size / GiB:.1f} GiB" if size else "2.0 GiB"
+    tables = (lm or {}).get("tables", {})
+    for cache, target in (("warm", 1.5), ("cold", 1.0)):
+        k = f"st_load_model_{cache}_vs_best"
+        n = f"load_model {gib} into an existing model, {cache}, vs best of the installed peers"
+        t = tables.get(cache)
+        if not t or "memtier" not in t:
+            out.append(na(k, n, src, target, why))
+            continue
+        peers = {key: v for key, v in t.items() if key != "memtier" and not key.startswith("ceil_")}
+        best = min(peers, key=lambda x: peers[x]["median_s"])
+        m = t["memtier"]
+        runs = m.get("runs", 0)
+        note = ((f"medians of {runs} fresh-interpreter runs" if runs != 1 else "one fresh-interpreter run") +
+                ", GB/s: " +
+                ", ".join(f"{v['label']} {size / v['median_s'] / 1e9:.2f}" +
+                          (f" ({v.get('runs')} run{'s' if v.get('runs') != 1 else ''})"
+                           if v.get("runs") != runs else "") for v in peers.values()) +
+                "; peak RSS above the built model, MiB: " +
+                ", ".join(f"{'memtier' if key == 'memtier' else v['label']} {max(0, v['peak_extra']) / MiB:.0f}"
+                          for key, v in t.items() if not key.startswith("ceil_")))
+        if lm.get("absent"):
+            note += f"; not installed: {', '.join(lm['absent'])}"
+        out.append(row(k, n, src, size / m["median_s"] / 1e9, size / peers[best]["median_s"] / 1e9, "GB/s",
+                       peers[best]["median_s"] / m["median_s"], target, "memtier load_model",
+                       f"best: {peers[best]['label']}", note))
+    k, n = "st_load_model_peak_rss", f"load_model {gib} peak RSS: the model's size + 256 MiB vs MemTier's peak"
+    ms = [t["memtier"] for t in tables.values() if "memtier" in t]
+    if not ms or not lm.get("model_bytes"):
+        out.append(na(k, n, src, 1.0, why))
+    else:
+        peak = max(m["peak_model"] for m in ms)
+        allowed = lm["model_bytes"] + 256 * MiB
+        peers = {}  # the largest peak of each peer over the page-cache states
+        for t in tables.values():
+            for key, v in t.items():
+                if key != "memtier" and not key.startswith("ceil_"):
+                    peers[v["label"]] = max(peers.get(v["label"], 0), v["peak_model"])
+        note = ("peak = ru_maxrss minus the RSS before the model was built (interpreter and torch "
+                "imported; MemTier's library, context and reads counted), the largest of the warm and cold "
+                "runs; peers (same measure): " + ", ".join(f"{k} {v / MiB:.0f} MiB" for k, v in peers.items()))
+        out.append(row(k, n, src, peak / MiB, allowed / MiB, "MiB", allowed / peak, 1.0, "memtier peak",
+                       "model + 256 MiB", note))
+    src = "bench_from_pretrained.py"
+    why = skipped or "bench_from_pretrained.py did not run"
+    by = {r["key"]: r for r in (fp or {}).get("rows", [])}
+    for key, name in (("from_pretrained_float32_warm",
+                       "from_pretrained 400 MB, warm, patch_safetensors() vs without"),
+                      ("from_pretrained_ready_float32_warm",
+                       "from_pretrained 400 MB + first touch, warm, patch_safetensors() vs without"),
+                      ("from_pretrained_copy_float32_warm",
+                       "from_pretrained 400 MB, warm, patch (views=False: owned tensors) vs without"),
+                      ("from_pretrained_copy_ready_float32_warm",
+                       "from_pretrained 400 MB + first touch, warm, patch (views=False) vs without")):
+        r = by.get(key)
+        if r is None or not r.get("available"):
+            out.append(na(key, name, src, 1.0, (r or {}).get("note") or why))
+            continue
+        note = r.get("note", "") + ("; weights bit-identical in every run" if fp.get("bit_identical") else
+                                    "; WEIGHTS DIFFER between runs")
+        out.append(row(key, name, src, r["memtier"], r["base"], "s", r["ratio"], r.get("target", 1.0),
+                       "patched", r.get("baseline_label", "without the patch"), note))
+    return out
+
+
 # ------------------------------------------------------------------ output
 
 
@@ -468,6 +556,10 @@ def fmt_val(v: Optional[float], unit: str) -> str:
         return f"{v:.0f} samp/s"
     if unit == "MB/s":
         return f"{v:.0f} MB/s"
+    if unit == "MiB":
+        return f"{v:.0f} MiB"
+    if unit == "s":
+        return f"{v:.3f} s"
     return f"{v:.3g}"
 
 
@@ -557,6 +649,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer repeats (about 1-2 minutes instead of 2-4)")
     ap.add_argument("--no-remote", action="store_true",
                     help="skip bench_remote.py (the S3 rows; it starts versitygw, about 3 minutes)")
+    ap.add_argument("--no-st", action="store_true",
+                    help="skip bench_load_model.py and bench_from_pretrained.py (the issue-12 rows: a 2 GiB "
+                         "checkpoint and a 400 MB transformers model, about 5-7 minutes on a loaded 2-core VM)")
     ap.add_argument("--large-size", type=int, default=GiB,
                     help="bytes of the large-read file (default 1 GiB; 64 MiB..16 GiB, a multiple of 1 MiB)")
     a = ap.parse_args()
@@ -585,6 +680,8 @@ def main() -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     need = size + 256 * MiB + 800 * MiB + 256 * MiB
+    if not a.no_st:
+        need = max(need, 2 * GiB + 600 * MiB)  # the 2 GiB checkpoint and the ~400 MB model (after large.bin)
     if shutil.disk_usage(tmp).free < need * 1.1:
         shutil.rmtree(tmp, ignore_errors=True)
         print(f"bench_report: not enough free space in the temp dir for {need} bytes of inputs", file=sys.stderr)
@@ -661,6 +758,18 @@ def main() -> int:
             if a.quick:
                 rcmd.append("--quick")
             remote = r.run("bench_remote.py", rcmd, timeout=1800)
+        # 5. issue 12: load_model into an existing model, from_pretrained under the patch
+        lm: Optional[Dict[str, Any]] = None
+        fp: Optional[Dict[str, Any]] = None
+        if not a.no_st:
+            lm = r.run("bench_load_model.py", [a.python, os.path.join(ROOT, "examples", "python", "bench_load_model.py"),
+                                               "--json", "--size-mb=2048", f"--repeat={cfg['load_model_repeat']}",
+                                               "--cold-repeat=1", "--slow-repeat=1", "--no-ceiling",
+                                               f"--dir={tmp}"], timeout=1800)
+            fp = r.run("bench_from_pretrained.py",
+                       [a.python, os.path.join(ROOT, "examples", "python", "bench_from_pretrained.py"), "--json",
+                        f"--repeat={cfg['from_pretrained_repeat']}"],
+                       timeout=1800)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.monotonic() - t_start
@@ -668,8 +777,9 @@ def main() -> int:
 
     rows = hot_rows(hot) + py_rows(pyhot) + large_rows(large, cache, fio_buf, relaunch, size)
     rows += remote_rows(remote, "skipped (--no-remote)" if a.no_remote else "")
+    rows += st_rows(lm, fp, "skipped (--no-st)" if a.no_st else "")
     for name, res in (("bench_hot_path", hot), ("bench_large_read", large), ("bench_hot.py", pyhot),
-                      ("bench_remote.py", remote)):
+                      ("bench_remote.py", remote), ("bench_from_pretrained.py", fp)):
         if res is not None and res.get("ok") is False:
             r.failures.append(f"{name}: reported ok=false (wrong bytes or cache misses)")
     version = (hot or {}).get("memtier_version") or (large or {}).get("memtier_version")
@@ -688,7 +798,8 @@ def main() -> int:
                  "floor rows: floor time / MemTier time",
         "rows": rows, "failures": r.failures, "commands": r.commands,
         "raw": {"bench_hot_path": hot, "bench_large_read": large, "fio_buffered": fio_buf,
-                "cache": cache, "relaunch": relaunch, "bench_hot_py": pyhot, "bench_remote_py": remote},
+                "cache": cache, "relaunch": relaunch, "bench_hot_py": pyhot, "bench_remote_py": remote,
+                "bench_load_model_py": lm, "bench_from_pretrained_py": fp},
         "plot": None if plot_err else "bench_report.png",
     }
     with open(jpath, "w") as f:
