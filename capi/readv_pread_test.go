@@ -229,3 +229,55 @@ func TestPlanReadVPreadRefuses(t *testing.T) {
 	}
 	p.Done(0, 0, false)
 }
+
+// TestReadvPreadConcurrent: calls from several threads at once (one uses the
+// worker, the others read alone) each get their own exact bytes, and the
+// stats add up to every call.
+func TestReadvPreadConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	const size = 1 << 20
+	data := pattern(size, 8)
+	writeFile(t, path, data)
+	id, c := newHitCtx(t, config.FreshOpen, noCache)
+	const threads, calls, n = 4, 25, 128
+	errc := make(chan string, threads)
+	for g := range threads {
+		go func() {
+			for call := range calls {
+				sp := make([]span, n)
+				for k := range sp {
+					sp[k] = span{uint64((g*7919+call*104729+k*4099)%(size/4096)) * 4096, 4096}
+				}
+				iov := make([]hitIOVec, n)
+				for k, s := range sp {
+					iov[k] = cIOVec(s.off, s.size, "")
+				}
+				rc := readvC(id, path, iov, 0)
+				bad := ""
+				for k, s := range sp {
+					if bad == "" && (rc != 0 || cIOVecResult(iov[k]) != 4096 ||
+						!bytes.Equal(cIOVecBytes(iov[k]), data[s.off:s.off+s.size])) {
+						bad = "thread wrong bytes or status"
+					}
+					cIOVecFree(iov[k])
+				}
+				if bad != "" {
+					errc <- bad
+					return
+				}
+			}
+			errc <- ""
+		}()
+	}
+	for range threads {
+		if e := <-errc; e != "" {
+			t.Fatal(e)
+		}
+	}
+	total := uint64(threads * calls * n)
+	if st := c.Stats(); st.ReadvCalls != threads*calls || st.Requests != total || st.BufferedRequests != total ||
+		st.Bytes != total*4096 || st.ReadvUringReads != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
