@@ -16,7 +16,11 @@
 //     caller's thread by the export itself.
 //   - No Go signal handlers are installed (no os/signal).
 //   - No I/O logic lives here: exports convert arguments, call the engine and
-//     map errors.
+//     map errors. Two documented fast paths execute in C what the engine
+//     decided: hit.c copies DRAM-cache hits from the engine's shared index,
+//     and readv_pread.c runs the engine's pread plan of a cache-off readv
+//     (engine.PreadPlan: the engine opens, checks and counts; C only moves
+//     the bytes, and gives every element it cannot serve whole back to Go).
 package main
 
 func main() {}

@@ -13,6 +13,7 @@
 #include "_cgo_export.h"
 #include "bridge.h"
 #include "hit.h"
+#include "readv_pread.h"
 
 #define MT_ID(p) ((uint64_t)(uintptr_t)(p))
 
@@ -185,6 +186,10 @@ int memtier_readv_ex(memtier_ctx_t* ctx, const char* path, memtier_iovec_t* iov,
             }
             free(rest);
         }
+        /* With the DRAM cache off, the engine may plan the call as one
+         * buffered pread per element, which readv_pread.c executes. */
+        int rc;
+        if (mt_readv_pread(MT_ID(ctx), path, iov, n, flags, &rc)) return rc;
     }
     return mtgo_readv(MT_ID(ctx), (char*)path, iov, n, target, flags);
 }

@@ -473,7 +473,13 @@ typedef struct memtier_iovec {
  * element does not affect the others. path may be NULL if every element has one.
  * With MEMTIER_TARGET_CUDA every dst is device memory and elements are read one
  * by one, io_threads at a time (no coalescing: a device range cannot be
- * scattered from one host read). n = 0 succeeds at once.
+ * scattered from one host read). With the DRAM cache off, a CPU call of 16 or
+ * more elements, all of path and of one size that the policy reads buffered, is
+ * read with one preadv2(RWF_NOWAIT) per element straight into its dst (no
+ * coalescing: coalesced_reads counts each element), on the calling thread and,
+ * from 64 elements, one resident library thread; elements that read would not
+ * serve whole (past the end, not in the page cache, a bad dst) take the path
+ * above, and readv_uring_* count only that path. n = 0 succeeds at once.
  * Returns:
  *   MEMTIER_OK (every element succeeded)
  *   the status of the failed element with the lowest index (a status of
