@@ -22,28 +22,14 @@
  *   - races: the file and block entries' sequence counters are read before
  *     and after the copy, and Go moves them before a block's memory is reused
  *     or a File leaves the descriptor table, so a copy that raced is redone;
- *   - context lifetime: each reading thread marks the context's slot in its
- *     reader record (or, without one, counts itself in the slot's reader
- *     count), which mt_hit_unregister waits out before the region and the
- *     cache memory are unmapped; an unknown or finalized context is answered
- *     by Go;
- *   - no fence on a hit: a thread with a reader record marks it with a plain
- *     store and adds its hits to its own counter shard with plain loads and
- *     stores. An atomic read-modify-write (lock-prefixed on x86) would make
- *     every hit wait until the previous copy's stores drained (bench_hot_path's
- *     memcpy+lookup+rmw row measures it: about 0.83x memcpy). The order a
- *     reader needs (its mark before its load of the slot's id) comes from
- *     mt_hit_unregister's membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
- *     which runs a full barrier on every thread of the process between its
- *     store of the id and its scan of the records (Dekker with one fence on
- *     the slow side). Without membarrier (an old kernel, a seccomp filter),
- *     or for the 65th thread, every hit takes the atomic path;
+ *   - context lifetime: a reader count per registered context, which
+ *     mt_hit_unregister waits out before the region and the cache memory are
+ *     unmapped; an unknown or finalized context is answered by Go;
  *   - a bad dst: a fault inside the copy is caught (SIGSEGV/SIGBUS handler
  *     installed at the first registration, chained to the previous one for
  *     every other fault) and Go serves the call, reporting MEMTIER_ERR_IO as
  *     on its own path. */
 #define _GNU_SOURCE
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -82,53 +68,6 @@ static pthread_mutex_t mt_hit_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void mt_hit_install_guard(void);
 
-/* A thread's reader record: the slot (index + 1) of the context it reads
- * now, 0 when none. Record t is owned by one live thread at a time (bit t of
- * mt_hit_rec_used), which alone writes it and shard t of every region. */
-typedef struct mt_hit_rec {
-    _Atomic uint64_t reading;
-    char pad[64 - 8];
-} __attribute__((aligned(64))) mt_hit_rec_t;
-
-static mt_hit_rec_t mt_hit_recs[MT_HIT_SHARDS];
-static _Atomic uint64_t mt_hit_rec_used; /* bit t: record t has an owner */
-_Static_assert(MT_HIT_SHARDS == 64, "mt_hit_rec_used is a 64-bit map");
-/* 1 once membarrier(PRIVATE_EXPEDITED) is registered: records may be used. */
-static int mt_hit_asym;
-static pthread_key_t mt_hit_rec_key; /* its destructor frees a thread's record */
-/* This thread's record + 1; 0: none claimed yet; -1: none (the atomic path). */
-static __thread int mt_hit_me __attribute__((tls_model("initial-exec")));
-
-static void mt_hit_rec_free(void* v) {
-    const int t = (int)(intptr_t)v - 1;
-    mt_hit_me = -1; /* a later destructor's read takes the atomic path */
-    atomic_fetch_and_explicit(&mt_hit_rec_used, ~(UINT64_C(1) << t), memory_order_release);
-}
-
-/* Claims a free record for this thread: its index + 1, or -1. */
-static __attribute__((noinline)) int mt_hit_claim(void) {
-    if (!mt_hit_asym) return mt_hit_me = -1;
-    uint64_t used = atomic_load_explicit(&mt_hit_rec_used, memory_order_relaxed);
-    for (;;) {
-        if (used == ~UINT64_C(0)) return mt_hit_me = -1;
-        const int t = __builtin_ctzll(~used);
-        if (atomic_compare_exchange_weak_explicit(&mt_hit_rec_used, &used, used | (UINT64_C(1) << t),
-                                                  memory_order_acquire, memory_order_relaxed)) {
-            if (pthread_setspecific(mt_hit_rec_key, (void*)(intptr_t)(t + 1)) != 0) {
-                atomic_fetch_and_explicit(&mt_hit_rec_used, ~(UINT64_C(1) << t), memory_order_release);
-                return mt_hit_me = -1;
-            }
-            return mt_hit_me = t + 1;
-        }
-    }
-}
-
-static void mt_hit_asym_init(void) {
-    if (pthread_key_create(&mt_hit_rec_key, mt_hit_rec_free) != 0) return;
-    if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0) return;
-    mt_hit_asym = 1;
-}
-
 int mt_hit_register(uint64_t id, void* region) {
     if (id == 0 || region == NULL) return -1;
     if (__atomic_load_n((const uint64_t*)region, __ATOMIC_ACQUIRE) != MT_HIT_MAGIC) return -1;
@@ -159,15 +98,7 @@ void mt_hit_unregister(uint64_t id) {
          * in (seq_cst) before it loads the id (seq_cst), so either it sees 0
          * or this loop sees it. */
         atomic_store(&c->id, 0);
-        /* A reader with a record stores its mark and then loads the id with
-         * no fence between: the membarrier puts a full barrier on every
-         * thread between them and the scan below, so either that reader sees
-         * 0 or the scan sees its mark. It cannot fail once registered. */
-        if (mt_hit_asym) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
         while (atomic_load(&c->readers) != 0) sched_yield();
-        const uint64_t mark = (uint64_t)(c - mt_hit_ctxs) + 1;
-        for (int t = 0; t < MT_HIT_SHARDS; t++)
-            while (atomic_load(&mt_hit_recs[t].reading) == mark) sched_yield();
         atomic_store(&c->region, NULL);
         break;
     }
@@ -231,12 +162,7 @@ static void mt_guard_init(void) {
     mt_guard_ok = 1;
 }
 
-static pthread_once_t mt_asym_once = PTHREAD_ONCE_INIT;
-
-static void mt_hit_install_guard(void) {
-    pthread_once(&mt_guard_once, mt_guard_init);
-    pthread_once(&mt_asym_once, mt_hit_asym_init);
-}
+static void mt_hit_install_guard(void) { pthread_once(&mt_guard_once, mt_guard_init); }
 
 /* ------------------------------------------------------------ the hit */
 
@@ -512,20 +438,8 @@ static inline __attribute__((always_inline)) int mt_hit_copy(mt_block_ref_t b, u
     return 1;
 }
 
-/* Adds v to C-side counter off (MT_HIT_CTR_*): to this thread's shard with a
- * plain load and store when it has one (shard not NULL), else atomically to
- * the shared word. */
-static inline void mt_hit_add(const unsigned char* r, unsigned char* shard, uint64_t off, uint64_t v) {
-    if (shard != NULL) {
-        uint64_t* p = (uint64_t*)(shard + (off - MT_HIT_CTR_CHECKED));
-        __atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
-    } else {
-        __atomic_fetch_add((uint64_t*)(r + off), v, __ATOMIC_RELAXED);
-    }
-}
-
-static int mt_hit_serve(const unsigned char* r, unsigned char* shard, const char* path, uint64_t off,
-                        uint64_t size, void* dst, uint32_t flags) {
+static int mt_hit_serve(const unsigned char* r, const char* path, uint64_t off, uint64_t size, void* dst,
+                        uint32_t flags) {
     uint64_t fs1, ver;
     const unsigned char* fe = mt_hit_file(r, path, strlen(path), &fs1, &ver);
     if (fe == NULL) return 0;
@@ -548,8 +462,8 @@ static int mt_hit_serve(const unsigned char* r, unsigned char* shard, const char
     if (LD(fe, MT_HIT_FILE_SEQ) != fs1) return 0;
     /* The use the descriptor LRU would have seen. */
     if (LD(fe, MT_HIT_FILE_TOUCHED) == 0) ST((unsigned char*)fe, MT_HIT_FILE_TOUCHED, 1);
-    mt_hit_add(r, shard, fresh == 2 ? MT_HIT_CTR_CHECKED : MT_HIT_CTR_TRUSTED, 1);
-    mt_hit_add(r, shard, MT_HIT_CTR_BYTES, size);
+    __atomic_fetch_add((uint64_t*)(r + (fresh == 2 ? MT_HIT_CTR_CHECKED : MT_HIT_CTR_TRUSTED)), 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_BYTES), size, __ATOMIC_RELAXED);
     return 1;
 }
 
@@ -622,8 +536,8 @@ static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r
  * revalidation when checked); fewer: only the hits were counted (Go counts
  * the call when it reads the rest); 0 also when the file changed during the
  * copies (nothing counted, Go serves everything). */
-static uint64_t mt_hit_serve_v(const unsigned char* r, unsigned char* shard, const char* path,
-                               memtier_iovec_t* iov, uint64_t n, uint32_t flags) {
+static uint64_t mt_hit_serve_v(const unsigned char* r, const char* path, memtier_iovec_t* iov, uint64_t n,
+                               uint32_t flags) {
     uint64_t fs1, ver;
     const unsigned char* fe = mt_hit_file(r, path, strlen(path), &fs1, &ver);
     if (fe == NULL) return 0;
@@ -639,94 +553,54 @@ static uint64_t mt_hit_serve_v(const unsigned char* r, unsigned char* shard, con
         return 0;
     }
     if (LD(fe, MT_HIT_FILE_TOUCHED) == 0) ST((unsigned char*)fe, MT_HIT_FILE_TOUCHED, 1);
-    mt_hit_add(r, shard, MT_HIT_CTR_TRUSTED, served);
-    mt_hit_add(r, shard, MT_HIT_CTR_BYTES, bytes);
-    mt_hit_add(r, shard, MT_HIT_CTR_READV_HITS, served);
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_TRUSTED), served, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_BYTES), bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_HITS), served, __ATOMIC_RELAXED);
     if (served == n) {
-        if (fresh == 2) mt_hit_add(r, shard, MT_HIT_CTR_READV_CHECKED, 1);
-        mt_hit_add(r, shard, MT_HIT_CTR_READV_CALLS, 1);
+        if (fresh == 2) __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CHECKED), 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CALLS), 1, __ATOMIC_RELAXED);
     }
     return served;
 }
 
-/* A visit of a registered context's region: its slot, and this thread's
- * reader record and counter shard (NULL: the slot's reader count and the
- * shared counters). */
-typedef struct mt_hit_visit {
-    mt_hit_ctx_t* c;
-    mt_hit_rec_t* rec;
-    unsigned char* shard;
-} mt_hit_visit_t;
-
-/* Enters the region of context id: 1 with *v and *region set (mt_hit_leave
- * ends the visit), 0 when the context has no registered region (nothing
- * counted or marked). */
-static inline int mt_hit_enter(uint64_t id, const unsigned char** region, mt_hit_visit_t* v) {
-    int me = mt_hit_me;
-    if (__builtin_expect(me == 0, 0)) me = mt_hit_claim();
-    mt_hit_rec_t* rec = me > 0 ? &mt_hit_recs[me - 1] : NULL;
-    /* A read nested in another on this thread (a signal handler) uses the
-     * atomic path: the record holds the outer read's mark. */
-    if (rec != NULL && atomic_load_explicit(&rec->reading, memory_order_relaxed) != 0) rec = NULL;
+/* The registered slot of context id with its reader counted in, or NULL
+ * (then nothing was counted); mt_hit_leave ends the visit. */
+static inline mt_hit_ctx_t* mt_hit_enter(uint64_t id, const unsigned char** region) {
     for (int i = 0; i < MT_HIT_PROBE; i++) {
         mt_hit_ctx_t* s = &mt_hit_ctxs[(id + (uint64_t)i) % MT_HIT_CTX_SLOTS];
-        if (atomic_load_explicit(&s->id, memory_order_relaxed) != id) continue;
-        const unsigned char* r = NULL;
-        if (rec != NULL) {
-            atomic_store_explicit(&rec->reading, (uint64_t)(s - mt_hit_ctxs) + 1, memory_order_relaxed);
-            /* No CPU fence: mt_hit_unregister's membarrier orders the mark
-             * before this load (the compiler must not reorder them). */
-            atomic_signal_fence(memory_order_seq_cst);
-            if (atomic_load_explicit(&s->id, memory_order_relaxed) == id)
-                r = atomic_load_explicit(&s->region, memory_order_acquire);
-            if (r == NULL) {
-                atomic_store_explicit(&rec->reading, 0, memory_order_release);
-                return 0;
-            }
-            v->shard = (unsigned char*)r + LD(r, MT_HIT_HDR_SHARD_OFF) +
-                       (uint64_t)(rec - mt_hit_recs) * MT_HIT_SHARD_SIZE;
-        } else {
-            /* seq_cst count, then seq_cst load: see mt_hit_unregister. */
+        if (atomic_load_explicit(&s->id, memory_order_relaxed) == id) {
             atomic_fetch_add(&s->readers, 1);
+            const unsigned char* r = NULL;
             if (atomic_load(&s->id) == id) r = atomic_load_explicit(&s->region, memory_order_acquire);
             if (r == NULL) {
                 atomic_fetch_sub_explicit(&s->readers, 1, memory_order_release);
-                return 0;
+                return NULL;
             }
-            v->shard = NULL;
+            *region = r;
+            return s;
         }
-        v->c = s;
-        v->rec = rec;
-        *region = r;
-        return 1;
     }
-    return 0;
+    return NULL;
 }
 
-/* Ends a visit: every load and store of the region before it (release). */
-static inline void mt_hit_leave(const mt_hit_visit_t* v) {
-    if (v->rec != NULL)
-        atomic_store_explicit(&v->rec->reading, 0, memory_order_release);
-    else
-        atomic_fetch_sub_explicit(&v->c->readers, 1, memory_order_release);
-}
+static inline void mt_hit_leave(mt_hit_ctx_t* c) { atomic_fetch_sub_explicit(&c->readers, 1, memory_order_release); }
 
 int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, void* dst, uint32_t flags) {
     if (path == NULL || dst == NULL || size == 0 || (flags & ~(uint32_t)MT_HIT_FLAGS) != 0) return 0;
     const unsigned char* r;
-    mt_hit_visit_t v;
-    if (!mt_hit_enter(id, &r, &v)) return 0;
-    const int served = mt_hit_serve(r, v.shard, path, offset, size, dst, flags);
-    mt_hit_leave(&v);
+    mt_hit_ctx_t* c = mt_hit_enter(id, &r);
+    if (c == NULL) return 0;
+    const int served = mt_hit_serve(r, path, offset, size, dst, flags);
+    mt_hit_leave(c);
     return served;
 }
 
 uint64_t mt_hit_readv(uint64_t id, const char* path, memtier_iovec_t* iov, uint64_t n, uint32_t flags) {
     if (path == NULL || iov == NULL || n == 0 || (flags & ~(uint32_t)MT_HIT_FLAGS) != 0) return 0;
     const unsigned char* r;
-    mt_hit_visit_t v;
-    if (!mt_hit_enter(id, &r, &v)) return 0;
-    const uint64_t served = mt_hit_serve_v(r, v.shard, path, iov, n, flags);
-    mt_hit_leave(&v);
+    mt_hit_ctx_t* c = mt_hit_enter(id, &r);
+    if (c == NULL) return 0;
+    const uint64_t served = mt_hit_serve_v(r, path, iov, n, flags);
+    mt_hit_leave(c);
     return served;
 }

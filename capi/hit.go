@@ -37,8 +37,6 @@ func hitLayoutMismatch() string {
 		{C.MT_HIT_HDR_RECHECK_NS, hitidx.HdrRecheckNs}, {C.MT_HIT_HDR_MONO_OFFSET, hitidx.HdrMonoOffset},
 		{C.MT_HIT_HDR_FILE_OFF, hitidx.HdrFileOff}, {C.MT_HIT_HDR_BLOCK_OFF, hitidx.HdrBlockOff},
 		{C.MT_HIT_HDR_HINT_OFF, hitidx.HdrHintOff}, {C.MT_HIT_HDR_HINT_MASK, hitidx.HdrHintMask},
-		{C.MT_HIT_HDR_SHARD_OFF, hitidx.HdrShardOff}, {C.MT_HIT_SHARDS, hitidx.CtrShards},
-		{C.MT_HIT_SHARD_SIZE, hitidx.ShardSize},
 		{C.MT_HIT_HINT_ENTRY, hitidx.HintEntry},
 		{C.MT_HIT_CTR_CHECKED, hitidx.CtrChecked}, {C.MT_HIT_CTR_TRUSTED, hitidx.CtrTrusted},
 		{C.MT_HIT_CTR_BYTES, hitidx.CtrBytes}, {C.MT_HIT_CTR_READV_CALLS, hitidx.CtrReadvCalls},

@@ -12,7 +12,7 @@
 /* Internal to libmemtier.so: not exported. */
 #define MT_HIT_API __attribute__((visibility("hidden")))
 
-#define MT_HIT_MAGIC 0x4d54484954583033ull /* "MTHITX03" */
+#define MT_HIT_MAGIC 0x4d54484954583032ull /* "MTHITX02" */
 
 /* header */
 #define MT_HIT_HDR_MAGIC 0
@@ -27,19 +27,12 @@
 #define MT_HIT_HDR_BLOCK_OFF 72
 #define MT_HIT_HDR_HINT_OFF 80
 #define MT_HIT_HDR_HINT_MASK 88
-#define MT_HIT_HDR_SHARD_OFF 96
 #define MT_HIT_CTR_CHECKED 128
 #define MT_HIT_CTR_TRUSTED 136
 #define MT_HIT_CTR_BYTES 144
 #define MT_HIT_CTR_READV_CALLS 152
 #define MT_HIT_CTR_READV_CHECKED 160
 #define MT_HIT_CTR_READV_HITS 168
-
-/* per-thread counter shards (runtime/hitidx.CtrShards, ShardSize): counter
- * c of reader record t at HDR_SHARD_OFF + t * MT_HIT_SHARD_SIZE + (c -
- * MT_HIT_CTR_CHECKED), written only by the thread that owns record t */
-#define MT_HIT_SHARDS 64
-#define MT_HIT_SHARD_SIZE 64
 
 /* file entry */
 #define MT_HIT_FILE_SEQ 0

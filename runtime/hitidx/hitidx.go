@@ -29,7 +29,7 @@ import (
 
 // Layout, in bytes. Every field is 8-byte aligned; capi/hit.h mirrors it.
 const (
-	Magic = 0x4d54484954583033 // "MTHITX03"
+	Magic = 0x4d54484954583032 // "MTHITX02"
 
 	HdrMagic      = 0
 	HdrFileMask   = 8  // uint64: file slots - 1
@@ -43,7 +43,6 @@ const (
 	HdrBlockOff   = 72 // uint64: offset of the block table
 	HdrHintOff    = 80 // uint64: offset of the address hints
 	HdrHintMask   = 88 // uint64: hint slots - 1
-	HdrShardOff   = 96 // uint64: offset of the per-thread counter shards
 	// C-side hit counters, on a cache line of their own (C adds to them).
 	CtrChecked = 128 // hits whose file was checked with fstat (strict)
 	CtrTrusted = 136 // hits that trusted the file (open, interval, immutable)
@@ -54,16 +53,6 @@ const (
 	CtrReadvChecked = 160 // calls whose file was checked with fstat (strict): one revalidation each
 	CtrReadvHits    = 168 // elements (readv_inline_hits)
 	hdrSize         = 192
-
-	// Per-thread counter shards: C thread t (one of CtrShards reader
-	// records, capi/hit.c) adds its hits to shard t with a plain load and
-	// store (no atomic read-modify-write: its fence would make each hit wait
-	// for the previous copy's stores), the other threads to the counters
-	// above. Counter c of shard t is at HdrShardOff + t*ShardSize + (c -
-	// CtrChecked); a counter's value is the sum of its shared word and
-	// every shard's.
-	CtrShards = 64
-	ShardSize = 64
 
 	FileSeq      = 0
 	FileVersion  = 8 // 0: empty
@@ -135,7 +124,6 @@ type Index struct {
 	files  unsafe.Pointer
 	blocks unsafe.Pointer
 	hints  unsafe.Pointer
-	shards unsafe.Pointer
 	// counter values at the last ResetCounters, subtracted by Counters (C
 	// adds without a lock, so Go never stores into the counters it reads).
 	base0 [6]atomic.Uint64
@@ -150,8 +138,7 @@ func New(o Options) (*Index, error) {
 	}
 	// About one hint per block: BlockSlots is about four entries per block.
 	hintSlots := uint64(max(1, o.BlockSlots/4))
-	shardOff := uint64(hdrSize)
-	hintOff := shardOff + CtrShards*ShardSize
+	hintOff := uint64(hdrSize)
 	fileOff := hintOff + hintSlots*HintEntry
 	blockOff := fileOff + uint64(o.FileSlots)*FileEntry
 	size := int(blockOff + uint64(o.BlockSlots)*BlockEntry)
@@ -164,7 +151,6 @@ func New(o Options) (*Index, error) {
 	x.files = unsafe.Add(x.base, fileOff)
 	x.blocks = unsafe.Add(x.base, blockOff)
 	x.hints = unsafe.Add(x.base, hintOff)
-	x.shards = unsafe.Add(x.base, shardOff)
 	x.u64(x.base, HdrFileMask).Store(x.fmask)
 	x.u64(x.base, HdrBlockMask).Store(x.bmask)
 	x.u64(x.base, HdrBlockShift).Store(uint64(o.BlockShift))
@@ -176,7 +162,6 @@ func New(o Options) (*Index, error) {
 	x.u64(x.base, HdrBlockOff).Store(blockOff)
 	x.u64(x.base, HdrHintOff).Store(hintOff)
 	x.u64(x.base, HdrHintMask).Store(x.hmask)
-	x.u64(x.base, HdrShardOff).Store(shardOff)
 	x.u64(x.base, HdrMagic).Store(Magic)
 	return x, nil
 }
@@ -208,7 +193,7 @@ func (x *Index) Base() unsafe.Pointer { return x.base }
 func (x *Index) Close() {
 	if x.mem != nil {
 		_ = unix.Munmap(x.mem)
-		x.mem, x.base, x.files, x.blocks, x.hints, x.shards = nil, nil, nil, nil, nil, nil
+		x.mem, x.base, x.files, x.blocks, x.hints = nil, nil, nil, nil, nil
 	}
 }
 
@@ -230,36 +215,26 @@ func lock(seq *atomic.Uint64) uint64 {
 // Counters returns the C-side hits since the last ResetCounters: those that
 // checked their file (fstat), those that trusted it, and their bytes.
 func (x *Index) Counters() (checked, trusted, bytes uint64) {
-	checked = x.ctr(CtrChecked) - x.base0[0].Load()
-	trusted = x.ctr(CtrTrusted) - x.base0[1].Load()
-	bytes = x.ctr(CtrBytes) - x.base0[2].Load()
+	checked = x.u64(x.base, CtrChecked).Load() - x.base0[0].Load()
+	trusted = x.u64(x.base, CtrTrusted).Load() - x.base0[1].Load()
+	bytes = x.u64(x.base, CtrBytes).Load() - x.base0[2].Load()
 	return
-}
-
-// ctr is C-side counter off (CtrChecked .. CtrReadvHits): its shared word
-// plus every thread shard's.
-func (x *Index) ctr(off uintptr) uint64 {
-	v := x.u64(x.base, off).Load()
-	for t := range uintptr(CtrShards) {
-		v += x.u64(x.shards, t*ShardSize+off-CtrChecked).Load()
-	}
-	return v
 }
 
 // ReadvCounters returns the C-side readv calls since the last
 // ResetCounters: the calls, those that checked their file (fstat), and their
 // elements (each also one of Counters' trusted hits).
 func (x *Index) ReadvCounters() (calls, checked, hits uint64) {
-	calls = x.ctr(CtrReadvCalls) - x.base0[3].Load()
-	checked = x.ctr(CtrReadvChecked) - x.base0[4].Load()
-	hits = x.ctr(CtrReadvHits) - x.base0[5].Load()
+	calls = x.u64(x.base, CtrReadvCalls).Load() - x.base0[3].Load()
+	checked = x.u64(x.base, CtrReadvChecked).Load() - x.base0[4].Load()
+	hits = x.u64(x.base, CtrReadvHits).Load() - x.base0[5].Load()
 	return
 }
 
 // ResetCounters makes Counters and ReadvCounters count from zero again.
 func (x *Index) ResetCounters() {
 	for i, off := range [...]uintptr{CtrChecked, CtrTrusted, CtrBytes, CtrReadvCalls, CtrReadvChecked, CtrReadvHits} {
-		x.base0[i].Store(x.ctr(off))
+		x.base0[i].Store(x.u64(x.base, off).Load())
 	}
 }
 

@@ -52,7 +52,7 @@ func TestRegionMapping(t *testing.T) {
 		t.Fatalf("region at %#x, %d bytes: want 2 MiB aligned and sized", a, len(big.mem))
 	}
 	small := newIndex(t, 64)
-	want := hdrSize + CtrShards*ShardSize + 16*HintEntry + 16*FileEntry + 64*BlockEntry
+	want := hdrSize + 16*HintEntry + 16*FileEntry + 64*BlockEntry
 	if len(small.mem) != want || unsafe.Pointer(&small.mem[0]) != small.base {
 		t.Fatalf("small region %d bytes, want %d", len(small.mem), want)
 	}
