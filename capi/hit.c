@@ -1,9 +1,9 @@
 /* The C-side DRAM-cache hit path of memtier_read and memtier_readv: a cached
  * range is found in the context's hit region (runtime/hitidx, written by Go
  * but for the counters and use bits C sets) and copied with one string copy
- * (mt_copy_bytes), without the cgo round trip and the Go-side lookups. A readv's elements that are such hits of the call's file (checked
- * once for the call) are copied here; memtier.c hands the rest to Go in one
- * call.
+ * (mt_copy_bytes), without the cgo round trip and the Go-side lookups. A
+ * readv's elements that are such hits of the call's file (checked once for
+ * the call) are copied here; memtier.c hands the rest to Go in one call.
  *
  * Every step that cannot be answered for certain here gives the call back to
  * Go (return 0), which then serves it and overwrites dst:
