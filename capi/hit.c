@@ -1,9 +1,9 @@
 /* The C-side DRAM-cache hit path of memtier_read and memtier_readv: a cached
- * range is found in the context's hit region (runtime/hitidx, written only by
- * Go) and copied with one memcpy, without the cgo round trip and the Go-side
- * lookups. A readv's elements that are such hits of the call's file (checked
- * once for the call) are copied here; memtier.c hands the rest to Go in one
- * call.
+ * range is found in the context's hit region (runtime/hitidx, written by Go
+ * but for the counters and use bits C sets) and copied with one string copy
+ * (mt_copy_bytes), without the cgo round trip and the Go-side lookups. A
+ * readv's elements that are such hits of the call's file (checked once for
+ * the call) are copied here; memtier.c hands the rest to Go in one call.
  *
  * Every step that cannot be answered for certain here gives the call back to
  * Go (return 0), which then serves it and overwrites dst:
@@ -208,6 +208,36 @@ static int mt_same_file(const unsigned char* fe, const struct stat* st) {
                LD(fe, MT_HIT_FILE_CTIME);
 }
 
+/* The copy of a hit. On x86-64 with fast strings (ERMS), rep movsb: the
+ * microcoded string copy keeps more of a 4 KiB copy from DRAM in flight than
+ * glibc's vector loop (which it uses below its rep-movsb threshold, 8 KiB
+ * with AVX-512); it is also what a compiler makes of a memcpy of a constant
+ * 4 KiB, the memcpy floor of bench_hot_path. Below 1 KiB, and elsewhere,
+ * memcpy. */
+#if defined(__x86_64__)
+#include <cpuid.h>
+static int mt_erms = -1; /* 1: rep movsb; 0: memcpy; -1: not probed */
+
+static __attribute__((noinline)) int mt_probe_erms(void) {
+    unsigned a, b, c, d;
+    int erms = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 9)) != 0;
+    __atomic_store_n(&mt_erms, erms, __ATOMIC_RELAXED);
+    return erms;
+}
+
+static inline void mt_copy_bytes(void* dst, const void* src, uint64_t n) {
+    int erms = __atomic_load_n(&mt_erms, __ATOMIC_RELAXED);
+    if (__builtin_expect(erms < 0, 0)) erms = mt_probe_erms();
+    if (erms && n >= 1024) { /* below, rep movsb's start-up costs more than a vector copy */
+        __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+    } else {
+        memcpy(dst, src, n);
+    }
+}
+#else
+static inline void mt_copy_bytes(void* dst, const void* src, uint64_t n) { memcpy(dst, src, n); }
+#endif
+
 /* The copy, with a fault on dst caught: 0 done, -1 faulted. Not inlined, so
  * that nothing of the caller's frame lives in registers sigsetjmp restores. */
 static __attribute__((noinline)) int mt_guarded_copy(void* dst, const void* src, uint64_t n) {
@@ -218,7 +248,7 @@ static __attribute__((noinline)) int mt_guarded_copy(void* dst, const void* src,
     }
     mt_copy = &g;
     atomic_signal_fence(memory_order_seq_cst);
-    memcpy(dst, src, n);
+    mt_copy_bytes(dst, src, n);
     atomic_signal_fence(memory_order_seq_cst);
     mt_copy = NULL;
     return 0;
@@ -312,14 +342,20 @@ static inline mt_block_ref_t mt_hit_block_slot(const unsigned char* r, uint64_t 
  * few elements overlap the copies of this one. */
 #define MT_HIT_READV_AHEAD 4
 
-/* Prefetches the pair of block entries of the block holding off (no checks:
- * a prefetch of any address inside the table is harmless). */
-static inline void mt_hit_prefetch_slot(const unsigned char* r, uint64_t ver, uint64_t off, uint64_t shift) {
-    const uint64_t h = mt_block_hash(ver, off >> shift);
-    const unsigned char* be =
-        r + LD(r, MT_HIT_HDR_BLOCK_OFF) + (h & LD(r, MT_HIT_HDR_BLOCK_MASK) & ~UINT64_C(1)) * MT_HIT_BLOCK_ENTRY;
+/* The ring of pairs a readv keeps: elements k .. k + MT_HIT_READV_AHEAD. */
+#define MT_HIT_READV_RING 8
+_Static_assert(MT_HIT_READV_AHEAD < MT_HIT_READV_RING && (MT_HIT_READV_RING & (MT_HIT_READV_RING - 1)) == 0,
+               "the ring holds elements k .. k + AHEAD, and is a power of two");
+
+/* The pair of block entries of block bi of file version ver in the block
+ * table bt (mask: the block mask without its low bit), prefetched (no
+ * checks: a prefetch of any address inside the table is harmless). */
+static inline const unsigned char* mt_hit_prefetch_pair(const unsigned char* bt, uint64_t mask, uint64_t ver,
+                                                         uint64_t bi) {
+    const unsigned char* be = bt + (mt_block_hash(ver, bi) & mask) * MT_HIT_BLOCK_ENTRY;
     __builtin_prefetch(be);
     __builtin_prefetch(be + MT_HIT_BLOCK_ENTRY);
+    return be;
 }
 
 /* How many cache lines of the next element's source a readv prefetches
@@ -335,13 +371,10 @@ static inline void mt_hit_prefetch_slot(const unsigned char* r, uint64_t ver, ui
 /* Prefetches the first source lines of element e (of file version ver) when
  * its block's entry names an address; no checks of validity or races: a
  * prefetch of any address is harmless, and the copy checks everything. */
-static inline void mt_hit_prefetch_src(const unsigned char* r, uint64_t ver, const memtier_iovec_t* e,
+static inline void mt_hit_prefetch_src(const unsigned char* be, uint64_t ver, const memtier_iovec_t* e,
                                        uint64_t shift) {
     if (e->path != NULL || e->size == 0) return;
     const uint64_t bi = e->offset >> shift;
-    const unsigned char* be =
-        r + LD(r, MT_HIT_HDR_BLOCK_OFF) +
-        (mt_block_hash(ver, bi) & LD(r, MT_HIT_HDR_BLOCK_MASK) & ~UINT64_C(1)) * MT_HIT_BLOCK_ENTRY;
     if (LD(be, MT_HIT_BLOCK_FILE) != ver || LD(be, MT_HIT_BLOCK_INDEX) != bi) be += MT_HIT_BLOCK_ENTRY;
     const uint64_t addr = LD(be, MT_HIT_BLOCK_ADDR);
     if (addr == 0) return;
@@ -362,7 +395,7 @@ static inline void mt_hit_prefetch_src(const unsigned char* r, uint64_t ver, con
  * wrong prediction costs a branch miss and the loads it sent astray. */
 static inline __attribute__((always_inline)) int mt_hit_copy(mt_block_ref_t b, uint64_t ver, uint64_t off,
                                                               uint64_t size, uint64_t shift, void* dst,
-                                                              int predict) {
+                                                              int predict, int guarded) {
     const unsigned char* be = b.be;
     const uint64_t bi = off >> shift;
     const uint64_t lo = off & ((UINT64_C(1) << shift) - 1);
@@ -390,7 +423,13 @@ static inline __attribute__((always_inline)) int mt_hit_copy(mt_block_ref_t b, u
         src = addr + lo;
         __asm__ volatile("" : "+r"(src));
     }
-    if (!mt_guard_ok || mt_guarded_copy(dst, (const void*)(uintptr_t)src, size) != 0) return 0;
+    if (guarded) {
+        if (!mt_guard_ok || mt_guarded_copy(dst, (const void*)(uintptr_t)src, size) != 0) return 0;
+    } else { /* the caller's guard (mt_hit_copy_all) catches a fault */
+        atomic_signal_fence(memory_order_seq_cst);
+        mt_copy_bytes(dst, (const void*)(uintptr_t)src, size);
+        atomic_signal_fence(memory_order_seq_cst);
+    }
     atomic_thread_fence(memory_order_acquire);
     if (LD(be, MT_HIT_BLOCK_SEQ) != bs1) return 0;
     /* A use Go's eviction would have seen (stored only when unset, so a hot
@@ -415,9 +454,9 @@ static int mt_hit_serve(const unsigned char* r, const char* path, uint64_t off, 
     int copied;
     if (fresh == 1) { /* two inlined copies, each with predict constant */
         b.pred = mt_hit_predict(r, ver, off >> shift);
-        copied = mt_hit_copy(b, ver, off, size, shift, dst, 1);
+        copied = mt_hit_copy(b, ver, off, size, shift, dst, 1, 1);
     } else {
-        copied = mt_hit_copy(b, ver, off, size, shift, dst, 0);
+        copied = mt_hit_copy(b, ver, off, size, shift, dst, 0, 1);
     }
     if (!copied) return 0;
     if (LD(fe, MT_HIT_FILE_SEQ) != fs1) return 0;
@@ -426,6 +465,68 @@ static int mt_hit_serve(const unsigned char* r, const char* path, uint64_t off, 
     __atomic_fetch_add((uint64_t*)(r + (fresh == 2 ? MT_HIT_CTR_CHECKED : MT_HIT_CTR_TRUSTED)), 1, __ATOMIC_RELAXED);
     __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_BYTES), size, __ATOMIC_RELAXED);
     return 1;
+}
+
+/* The copies of a readv (file version ver, size fsize), under one fault
+ * guard for the whole loop: a sigsetjmp and two TLS stores per call, not
+ * per element (the per-element guard and its call cost about as much as
+ * the bookkeeping of an element). Sets each element's result (its size
+ * when copied, 0 when Go must serve it) and *bytes_out; returns the number
+ * copied. A fault on an element's dst ends the loop there: the elements
+ * before it keep their copies, it and every later one get result 0 (Go
+ * serves them, and reports the fault as on its own path). */
+static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r, uint64_t ver, uint64_t fsize,
+                                                          uint64_t shift, memtier_iovec_t* iov, uint64_t n,
+                                                          uint64_t* bytes_out) {
+    mt_copy_guard_t g;
+    volatile uint64_t at = 0; /* the element being copied: where a fault stops the loop */
+    if (sigsetjmp(g.jb, 0) != 0) {
+        pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+        const uint64_t stop = at;
+        uint64_t served = 0, bytes = 0;
+        for (uint64_t k = 0; k < n; k++) {
+            if (k >= stop) {
+                iov[k].result = 0;
+            } else if (iov[k].result > 0) {
+                served++;
+                bytes += (uint64_t)iov[k].result;
+            }
+        }
+        *bytes_out = bytes;
+        return served;
+    }
+    mt_copy = &g;
+    atomic_signal_fence(memory_order_seq_cst);
+    /* The block table and the pair of each element ahead, found once per
+     * element (the hash is computed when the pair is prefetched, and the
+     * source prefetch and the copy take it from the ring). */
+    const unsigned char* const bt = r + LD(r, MT_HIT_HDR_BLOCK_OFF);
+    const uint64_t bmask = LD(r, MT_HIT_HDR_BLOCK_MASK) & ~UINT64_C(1);
+    const unsigned char* ring[MT_HIT_READV_RING];
+    uint64_t bytes = 0, served = 0;
+    for (uint64_t k = 0; k < n && k < MT_HIT_READV_AHEAD; k++)
+        ring[k % MT_HIT_READV_RING] = mt_hit_prefetch_pair(bt, bmask, ver, iov[k].offset >> shift);
+    for (uint64_t k = 0; k < n; k++) {
+        memtier_iovec_t* e = &iov[k];
+        if (k + MT_HIT_READV_AHEAD < n)
+            ring[(k + MT_HIT_READV_AHEAD) % MT_HIT_READV_RING] =
+                mt_hit_prefetch_pair(bt, bmask, ver, iov[k + MT_HIT_READV_AHEAD].offset >> shift);
+        if (k + 1 < n) mt_hit_prefetch_src(ring[(k + 1) % MT_HIT_READV_RING], ver, &iov[k + 1], shift);
+        e->result = 0;
+        if (e->path != NULL || e->size == 0 || e->dst == NULL) continue;
+        const uint64_t off = e->offset, size = e->size;
+        if (off > fsize || size > fsize - off || (off + size - 1) >> shift != off >> shift) continue;
+        const mt_block_ref_t b = {ring[k % MT_HIT_READV_RING], 0};
+        at = k; /* volatile: the fault path reads it */
+        if (!mt_hit_copy(b, ver, e->offset, e->size, shift, e->dst, 0, 0)) continue;
+        e->result = (int64_t)e->size;
+        bytes += e->size;
+        served++;
+    }
+    atomic_signal_fence(memory_order_seq_cst);
+    mt_copy = NULL;
+    *bytes_out = bytes;
+    return served;
 }
 
 /* readv of one file: the file is found and checked once, then each element
@@ -442,21 +543,10 @@ static uint64_t mt_hit_serve_v(const unsigned char* r, const char* path, memtier
     if (fe == NULL) return 0;
     const int fresh = mt_hit_fresh(r, fe, path, flags);
     if (fresh == 0) return 0;
+    if (!mt_guard_ok) return 0;
     const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT), fsize = LD(fe, MT_HIT_FILE_SIZE);
-    uint64_t bytes = 0, served = 0;
-    for (uint64_t k = 0; k < n && k < MT_HIT_READV_AHEAD; k++) mt_hit_prefetch_slot(r, ver, iov[k].offset, shift);
-    for (uint64_t k = 0; k < n; k++) {
-        memtier_iovec_t* e = &iov[k];
-        if (k + MT_HIT_READV_AHEAD < n) mt_hit_prefetch_slot(r, ver, iov[k + MT_HIT_READV_AHEAD].offset, shift);
-        if (k + 1 < n) mt_hit_prefetch_src(r, ver, &iov[k + 1], shift);
-        e->result = 0;
-        if (e->path != NULL || e->size == 0 || e->dst == NULL) continue;
-        const mt_block_ref_t b = mt_hit_block_slot(r, ver, fsize, e->offset, e->size, shift);
-        if (b.be == NULL || !mt_hit_copy(b, ver, e->offset, e->size, shift, e->dst, 0)) continue;
-        e->result = (int64_t)e->size;
-        bytes += e->size;
-        served++;
-    }
+    uint64_t bytes = 0;
+    const uint64_t served = mt_hit_copy_all(r, ver, fsize, shift, iov, n, &bytes);
     if (served == 0) return 0;
     if (LD(fe, MT_HIT_FILE_SEQ) != fs1) {
         for (uint64_t k = 0; k < n; k++) iov[k].result = 0;

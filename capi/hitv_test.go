@@ -142,11 +142,28 @@ func TestHitReadvGivesBackToGo(t *testing.T) {
 	if hitReadv(id, path, faulty, 0) {
 		t.Error("faulting dst: served in C")
 	}
+	// A fault stops the call's copies there (one guard for the loop): the
+	// elements before it are served, it and every later one are Go's.
+	mid := []hitIOVec{cIOVec(0, 4096, ""), cIOVec(4096, 4096, ""), cIOVec(8192, 4096, "")}
+	defer cIOVecFree(mid[0])
+	defer cIOVecFree(mid[2])
+	cIOVecFree(mid[1])
+	mid[1].dst, mid[1].path = mem, nil
+	mid[2].result = 99 // set by the call
+	if hitReadv(id, path, mid, 0) {
+		t.Error("faulting dst mid-call: served in C")
+	}
+	if r := [3]int64{cIOVecResult(mid[0]), cIOVecResult(mid[1]), cIOVecResult(mid[2])}; r != [3]int64{4096, 0, 0} {
+		t.Errorf("results of a call faulting at element 1: %v, want [4096 0 0]", r)
+	}
+	if !bytes.Equal(cIOVecBytes(mid[0]), pattern(256<<10, 0)[:4096]) {
+		t.Error("element 0 of the faulting call: wrong bytes")
+	}
 	// Partly served calls count their hits only (Go counts the call when it
 	// reads the rest): the first element of each case but "unknown flag",
-	// "other file" and NULL dst, and the faulting call's first element.
-	if s := c.Stats(); s.ReadvCalls != 0 || s.ReadvInlineHits != 6 || s.Requests != 6 || s.CacheHitRequests != 6 ||
-		s.CacheHitBytes != 6*4096 || s.Revalidations != 0 {
+	// "other file" and NULL dst, and the faulting calls' first elements.
+	if s := c.Stats(); s.ReadvCalls != 0 || s.ReadvInlineHits != 7 || s.Requests != 7 || s.CacheHitRequests != 7 ||
+		s.CacheHitBytes != 7*4096 || s.Revalidations != 0 {
 		t.Fatalf("stats of the calls given back: %+v", s)
 	}
 	// Once the context is gone, nothing is served.

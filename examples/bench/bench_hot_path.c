@@ -25,6 +25,19 @@
  *                cached read that checks freshness on every call (strict)
  *   memcpy       memcpy from the copy alone: the floor of a cached read that
  *                trusts the file (immutable)
+ *   memcpy+lookup memcpy whose source address is first loaded from a table of
+ *                one 8-byte address per cache block of the file (the block
+ *                size of the cached contexts), indexed by the block number: the
+ *                ceiling of any block cache's hit, which must find the block
+ *                before it can copy from it (one dependent load from a table
+ *                the size of MemTier's address-hint table, 8 B per block; the
+ *                per-batch memset of 1 MiB of slots evicts it from the L2 as it
+ *                evicts the hint table)
+ *   memcpy+lookup+rmw the same, then one atomic read-modify-write (lock add
+ *                on x86) of a counter per read: the floor of a hit that counts
+ *                itself (or its reader) with an atomic. The first such
+ *                instruction after the copy waits until the copy's stores
+ *                have drained, so the next copy cannot start under them.
  *   read strict  memtier_read, the whole file prefetched into the DRAM cache
  *                (budget --cache-bytes), default freshness (strict)
  *   read open    the same with a context made with freshness = OPEN
@@ -46,7 +59,10 @@
  * Ratios (above 1 = MemTier faster):
  *   floor rows   floor ns/op / memtier ns/op     (target >= 0.9)
  *   readv rows   pread ns/op / readv ns/op       (targets >= 1.7 cached, >= 1.3 cache off)
- *   ceiling rows the 2-thread pread loop against pread and against readv nocache (no target)
+ *   ceiling rows the 2-thread pread loop against pread and against readv nocache;
+ *                memcpy+lookup ns/op / memtier ns/op, and memcpy_lookup_vs_memcpy
+ *                = memcpy ns/op / memcpy+lookup ns/op: the best floor ratio a
+ *                block cache's hit can reach in this run (no target)
  *
  * Limits (else exit 2, before anything is written): --count 1..10,000,000,
  * --batch 1..65536, --repeat 1..64, N 4 KiB..1 TiB, --cache-bytes at least N
@@ -83,6 +99,8 @@ enum {
     M_PREAD2,
     M_FSTAT_MEMCPY,
     M_MEMCPY,
+    M_MEMCPY_LOOKUP,
+    M_MEMCPY_LOOKUP_RMW,
     M_READ_STRICT,
     M_READ_OPEN,
     M_READ_EX_IMM,
@@ -92,16 +110,19 @@ enum {
     M_COUNT
 };
 static const char* const mode_names[M_COUNT] = {
-    "pread", "pread 2thr", "fstat+memcpy", "memcpy", "read strict", "read open", "read_ex imm",
-    "readv cached", "readv_ex imm", "readv nocache"};
+    "pread", "pread 2thr", "fstat+memcpy", "memcpy", "memcpy+lookup", "memcpy+lookup+rmw", "read strict",
+    "read open", "read_ex imm", "readv cached", "readv_ex imm", "readv nocache"};
 static const char* const mode_keys[M_COUNT] = {
-    "pread", "pread_2thread", "fstat_memcpy", "memcpy", "read_strict", "read_open", "read_ex_immutable",
+    "pread", "pread_2thread", "fstat_memcpy", "memcpy", "memcpy_lookup", "memcpy_lookup_rmw", "read_strict",
+    "read_open", "read_ex_immutable",
     "readv_cached", "readv_ex_immutable", "readv_nocache"};
 static const char* const mode_desc[M_COUNT] = {
     "serial pread loop, page cache warm",
     "pread loop on 2 threads, 16 reads claimed at a time (caller + a worker woken per batch)",
     "fstat + memcpy from an in-memory copy of the file (strict floor)",
     "memcpy from an in-memory copy of the file (immutable floor)",
+    "memcpy from the copy, its source loaded from a table of 8 B per cache block (block-cache ceiling)",
+    "memcpy+lookup, then one atomic read-modify-write of a counter per read",
     "memtier_read, all cached, freshness strict (default)",
     "memtier_read, all cached, context freshness = OPEN",
     "memtier_read_ex(MEMTIER_READ_IMMUTABLE), all cached, strict context",
@@ -176,6 +197,9 @@ typedef struct bench {
     const uint64_t* offs;
     long count, batch;
     uint8_t* copy;  /* the whole file */
+    const uint8_t** table; /* memcpy+lookup: copy + block k * block size, per block k */
+    uint64_t bshift;       /* log2 of the cached contexts' block size */
+    uint64_t rmw;          /* memcpy+lookup+rmw: the counter */
     uint8_t* buf;   /* min(batch, count) slots of BLK */
     memtier_iovec_t* iov;
     int fd;
@@ -287,6 +311,20 @@ static uint64_t run_batch(bench_t* b, int m, long i) {
         case M_MEMCPY:
             for (size_t k = 0; k < n; k++) memcpy(buf + k * BLK, b->copy + offs[k], BLK);
             break;
+        case M_MEMCPY_LOOKUP:
+        case M_MEMCPY_LOOKUP_RMW: {
+            const uint64_t lo_mask = (UINT64_C(1) << b->bshift) - 1;
+            if (m == M_MEMCPY_LOOKUP) {
+                for (size_t k = 0; k < n; k++)
+                    memcpy(buf + k * BLK, b->table[offs[k] >> b->bshift] + (offs[k] & lo_mask), BLK);
+            } else {
+                for (size_t k = 0; k < n; k++) {
+                    memcpy(buf + k * BLK, b->table[offs[k] >> b->bshift] + (offs[k] & lo_mask), BLK);
+                    __atomic_fetch_add(&b->rmw, 1, __ATOMIC_RELAXED);
+                }
+            }
+            break;
+        }
         case M_READ_STRICT:
         case M_READ_OPEN:
             for (size_t k = 0; k < n && st_rc == MEMTIER_OK; k++)
@@ -378,7 +416,7 @@ typedef struct ratio_row {
     const char* name;
     int mode, base;
     double target;
-    const char* kind; /* "floor", "baseline" or "ceiling" */
+    const char* kind; /* "floor", "baseline" or "ceiling" (a same-run bound on a floor or readv ratio) */
 } ratio_row_t;
 
 static const ratio_row_t ratio_rows[] = {
@@ -388,6 +426,14 @@ static const ratio_row_t ratio_rows[] = {
      0.9, "floor"},
     {"read_ex_immutable_vs_memcpy", "cached 4 KiB memtier_read_ex(IMMUTABLE) vs memcpy floor", M_READ_EX_IMM,
      M_MEMCPY, 0.9, "floor"},
+    {"read_open_vs_memcpy_lookup", "cached 4 KiB memtier_read (freshness open) vs memcpy+lookup ceiling",
+     M_READ_OPEN, M_MEMCPY_LOOKUP, 0, "ceiling"},
+    {"read_ex_immutable_vs_memcpy_lookup", "cached 4 KiB memtier_read_ex(IMMUTABLE) vs memcpy+lookup ceiling",
+     M_READ_EX_IMM, M_MEMCPY_LOOKUP, 0, "ceiling"},
+    {"memcpy_lookup_vs_memcpy", "block-cache ceiling: memcpy+lookup vs memcpy floor (best floor ratio)",
+     M_MEMCPY_LOOKUP, M_MEMCPY, 0, "ceiling"},
+    {"memcpy_lookup_rmw_vs_memcpy", "ceiling with one atomic RMW per read: memcpy+lookup+rmw vs memcpy floor",
+     M_MEMCPY_LOOKUP_RMW, M_MEMCPY, 0, "ceiling"},
     {"read_strict_vs_pread", "cached 4 KiB memtier_read (strict) vs pread", M_READ_STRICT, M_PREAD, 0, "baseline"},
     {"read_open_vs_pread", "cached 4 KiB memtier_read (freshness open) vs pread", M_READ_OPEN, M_PREAD, 0,
      "baseline"},
@@ -507,6 +553,14 @@ int main(int argc, char** argv) {
         mt_die("cannot start the pread 2thr worker thread");
     mt_check(memtier_prefetch(b.strict, b.path, 0, b.size, NULL), "memtier_prefetch(strict)");
     mt_check(memtier_prefetch(b.open, b.path, 0, b.size, NULL), "memtier_prefetch(open)");
+    /* The memcpy+lookup table: one address per block of the cached contexts. */
+    memtier_config_t got;
+    mt_check(memtier_get_config(b.strict, &got, sizeof got), "memtier_get_config");
+    while ((UINT64_C(1) << b.bshift) < got.cache_block_bytes) b.bshift++;
+    const uint64_t nblocks = (b.size + (UINT64_C(1) << b.bshift) - 1) >> b.bshift;
+    b.table = (const uint8_t**)malloc((size_t)nblocks * sizeof *b.table);
+    if (b.table == NULL) mt_die("out of memory");
+    for (uint64_t k = 0; k < nblocks; k++) b.table[k] = b.copy + (k << b.bshift);
 
     mode_result_t res[M_COUNT];
     memset(res, 0, sizeof res);
@@ -610,24 +664,24 @@ int main(int argc, char** argv) {
                memtier_version(), b.path, mt_fmt_bytes(x, sizeof x, b.size), count, batch, repeat,
                mt_fmt_bytes(y, sizeof y, cache_bytes));
         printf("ns/op = time inside the calls / reads (the clock is read once per batch)\n\n");
-        printf("%-14s %9s %8s %10s %9s  %s\n", "mode", "ns/op", "vs pread", "hits", "revalid.", "what");
+        printf("%-17s %9s %8s %10s %9s  %s\n", "mode", "ns/op", "vs pread", "hits", "revalid.", "what");
         for (int m = 0; m < M_COUNT; m++) {
             char hits[24] = "-", reval[24] = "-";
             if (res[m].have_stats) {
                 snprintf(hits, sizeof hits, "%" PRIu64, (uint64_t)res[m].stats.cache_hit_requests);
                 snprintf(reval, sizeof reval, "%" PRIu64, (uint64_t)res[m].stats.revalidations);
             }
-            printf("%-14s %9.1f %7.2fx %10s %9s  %s%s%s\n", mode_names[m], res[m].median,
+            printf("%-17s %9.1f %7.2fx %10s %9s  %s%s%s\n", mode_names[m], res[m].median,
                    res[m].median > 0 ? res[M_PREAD].median / res[m].median : 0, hits, reval, mode_desc[m],
                    miss[m][0] ? " - " : "", miss[m]);
         }
-        printf("\n%-66s %9s %9s %7s %7s  %s\n", "ratio (baseline or floor ns / memtier ns)", "memtier", "base",
+        printf("\n%-72s %9s %9s %7s %7s  %s\n", "ratio (baseline or floor ns / memtier ns)", "memtier", "base",
                "ratio", "target", "");
         for (size_t i = 0; i < NRATIO; i++) {
             const ratio_row_t* r = &ratio_rows[i];
             char t[16] = "-";
             if (r->target > 0) snprintf(t, sizeof t, ">=%.1fx", r->target);
-            printf("%-66s %9.1f %9.1f %6.2fx %7s  %s\n", r->name, res[r->mode].median, res[r->base].median,
+            printf("%-72s %9.1f %9.1f %6.2fx %7s  %s\n", r->name, res[r->mode].median, res[r->base].median,
                    ratio[i], t, r->target > 0 ? (ratio[i] >= r->target ? "met" : "MISSED") : "");
         }
         printf("\nevery read was compared with the file's bytes%s\n",
@@ -643,6 +697,7 @@ int main(int argc, char** argv) {
     close(b.fd);
     free(offs);
     free(b.iov);
+    free((void*)b.table);
     free(b.buf);
     munmap(copy_map, copy_map_len);
     return ok ? 0 : 1;

@@ -783,7 +783,19 @@ class Context:
             total = int(dst[-1])
             if top * n >= 1 << 64 and total != sum(sizes.tolist()):
                 raise ValueError("sum of range sizes overflows")
-            out, keep = _readv_out(ffi, out, total)
+            if out is None and total > CHUNK_BYTES:
+                # Ask the library first, as read() does: a range past the end
+                # of the file (or a missing file) must raise its MemTierError,
+                # not a MemoryError for a result that could never be filled.
+                self._readv_precheck(h, p, pair, flags, path)
+            try:
+                out, keep = _readv_out(ffi, out, total)
+            except MemoryError:
+                if out is not None:
+                    raise
+                raise MemoryError(
+                    f"memtier.readv: {_fname(path)}: no memory for a {total}-byte result "
+                    f"({n} ranges); read fewer ranges at a time, or pass out=") from None
             np.subtract(dst, sizes, out=dst)  # start of each range
             np.add(dst, np.uint64(int(ffi.cast(_ranges._UINTPTR, keep))), out=dst)  # + base address
         civ = ffi.cast(_ranges._IOV_P, ffi.from_buffer(iov))
@@ -857,6 +869,52 @@ class Context:
             self._readv_ex_c = fn
         rc = fn(h, p, iov, n, TARGET_CPU, flags)
         return rc
+
+    def _readv_precheck(self, h: Any, p: bytes, pairs: Any, flags: int, path: Any) -> None:
+        """Before readv allocates a result above CHUNK_BYTES: raise the error
+        of the lowest-index range the read would fail before any I/O (as
+        readv itself reports it: ``.index`` set), asked of ``memtier_explain``
+        (no I/O, no stats). ``pairs`` is the (N, 2) uint64 (offset, size)
+        view. A range that fails for the end of file fails for every larger
+        end, so the lowest failing end is found by bisection over the
+        distinct ends (log2(N) calls); any other failure (a missing file)
+        is the first non-empty range's. Returns when every range looks
+        readable."""
+        import numpy as np
+
+        ffi, lib = self._ffi, self._lib
+        dec = ffi.new("memtier_decision_t *")
+
+        def explain(off: int, size: int) -> int:
+            rc: int = lib.memtier_explain(h, p, off, size, ffi.NULL, TARGET_CPU, flags, dec)
+            return rc
+
+        offs, sizes = pairs[:, 0], pairs[:, 1]
+        live = np.flatnonzero(sizes)  # empty ranges never fail
+        if live.size == 0:
+            return
+        ends = offs[live] + sizes[live]  # below 2**64: both below 2**63
+        top = int(live[int(np.argmax(ends))])
+        rc = explain(int(offs[top]), int(sizes[top]))
+        if rc == 0:
+            return
+        k = int(live[0])
+        if rc == _errors.ERR_EOF:
+            cand = np.unique(ends)  # sorted; the last one fails
+            lo, hi = 0, cand.size - 1  # the lowest failing end is cand[lo..hi]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if explain(0, int(cand[mid])) == _errors.ERR_EOF:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            k = int(live[int(np.flatnonzero(ends >= cand[lo])[0])])
+        rc = explain(int(offs[k]), int(sizes[k]))
+        if rc == 0:  # the file changed between the calls: let the read answer
+            return
+        detail = _ffi.error_texts(rc)[1]
+        raise make_error(rc, f"memtier.readv: range {k}", detail, strerror=_ffi.strerror(rc),
+                         filename=_fname(path), index=k)
 
     @staticmethod
     def _readv_error(rc: int, iov: Any, lo: int, hi: int) -> Tuple[int, Optional[int], str]:

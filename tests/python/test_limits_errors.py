@@ -181,6 +181,50 @@ def test_memory_error_names_the_size(pfile, monkeypatch):
         "read smaller ranges, or read_into a buffer you own")
 
 
+def _huge_ranges(kind, pairs):
+    if kind == "list":
+        return pairs
+    return np.array(pairs, dtype=np.int64 if kind == "int64" else np.uint64)
+
+
+@pytest.mark.parametrize("kind", ["list", "int64", "uint64"])
+@pytest.mark.parametrize("pairs,index,rng", [
+    ([(0, 1 << 62)], 0, (0, 1 << 62)),                                       # 4 EiB
+    ([(0, 100), (0, 1 << 62)], 1, (0, 1 << 62)),
+    ([(0, 10), (10000, 1000), (0, 1 << 40), (0, 5)], 1, (10000, 11000)),   # lowest failing index
+    ([(0, 0), (1 << 50, 0), (100, 1 << 40)], 2, (100, 100 + (1 << 40))),   # empty ranges never fail
+])
+def test_readv_far_past_eof_fails_before_allocating(tmp_path, kind, pairs, index, rng):
+    # The result array is allocated only after the library said the ranges
+    # can be read: the EndOfFileError of the lowest failing range, never a
+    # MemoryError for exabytes.
+    p = _tenk(tmp_path)
+    t0 = time.perf_counter()
+    with pytest.raises(memtier.EndOfFileError) as ei:
+        memtier.readv(p, _huge_ranges(kind, pairs))
+    took = time.perf_counter() - t0
+    assert ei.value.index == index
+    assert str(ei.value).startswith(f"memtier.readv: range {index}: ")
+    assert f"range [{rng[0]}, {rng[1]}) runs past end of file (size 10240)" in str(ei.value)
+    assert took < 1.0, f"{took:.2f} s: the result was allocated before the size check"
+
+
+def test_readv_huge_of_a_missing_file_is_not_found(tmp_path):
+    with pytest.raises(memtier.NotFoundError) as ei:
+        memtier.readv(str(tmp_path / "missing.bin"), [(0, 0), (0, 1 << 62)])
+    assert ei.value.index == 1
+
+
+def test_big_readv_that_fits_the_file_still_reads(pfile):
+    from conftest import pbytes
+
+    n = (64 << 20) + 4099
+    p = pfile(n + 10)
+    got = memtier.readv(p, np.array([[10, n], [0, 5]], dtype=np.int64))
+    assert got.shape == (n + 5,)
+    assert got[:n].tobytes() == pbytes(10, n) and got[n:].tobytes() == pbytes(0, 5)
+
+
 # -------------------------------------------------------- bool keywords
 
 @pytest.mark.parametrize("value", ["yes", 1, None, "False", 0.0])
