@@ -301,6 +301,27 @@ def find_mode(large: Optional[Dict[str, Any]], page_cache: str, mode: str) -> Op
     return None
 
 
+def ceiling_note(key: str, r: Dict[str, Any], modes: Dict[str, Any]) -> str:
+    """The same-run ceiling bench_hot_path measured beside a row, when it has one:
+    a block cache's hit must load its block's address before it copies
+    (memcpy+lookup), and a cache-off readv has two CPUs at most (pread 2thr)."""
+    def ns(mode: str) -> Optional[float]:
+        m = modes.get(mode)
+        return m["ns_per_op"] if m and m.get("ns_per_op") else None
+    if key in ("read_open_vs_memcpy", "read_ex_immutable_vs_memcpy"):
+        lk = ns("memcpy_lookup")
+        if lk:
+            return (f"ceiling memcpy+lookup (source address loaded from a table of 8 B per block) {lk:.0f} ns: "
+                    f"a hit can reach {r['base_ns'] / lk:.2f}x of the memcpy floor; memtier at "
+                    f"{lk / r['memtier_ns']:.2f}x of the ceiling")
+    if key == "readv_nocache_vs_pread":
+        p2 = ns("pread_2thread")
+        if p2:
+            return (f"ceiling: a C pread loop on 2 threads {p2:.0f} ns = {r['base_ns'] / p2:.2f}x the 1-thread loop; "
+                    f"memtier at {p2 / r['memtier_ns']:.2f}x of it")
+    return ""
+
+
 def hot_rows(hot: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
     src = "bench_hot_path"
     names = {
@@ -329,6 +350,7 @@ def hot_rows(hot: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
         if r["kind"] == "floor":
             note = (f"same ranges: pread {pread:.0f} ns, so memtier/pread = "
                     f"{pread / r['memtier_ns']:.2f}x")
+        note = "; ".join(x for x in (note, ceiling_note(k, r, modes)) if x)
         out.append(row(k, n, src, r["memtier_ns"], r["base_ns"], "ns/read", r["ratio"], targets[k],
                        "memtier", base_label, note))
     return out
