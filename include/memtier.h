@@ -1055,7 +1055,10 @@ MEMTIER_API int memtier_safetensors_load_all(memtier_safetensors_t* st, void* co
  *    in memory by the context.
  * Rejects malformed index or tar files with MEMTIER_ERR_FORMAT. Like a
  * safetensors handle, a dataset remembers its data file's identity: a read
- * after the file changed fails with MEMTIER_ERR_IO "changed since open". */
+ * after the file changed fails with MEMTIER_ERR_IO "changed since open". A
+ * remote data file's reads trust the version (ETag) checked at open and send
+ * no revalidation GET (see memtier_read): cached samples are that version's
+ * bytes, and a read that needs the server after an overwrite fails. */
 typedef struct memtier_dataset memtier_dataset_t;
 
 /* memtier_dataset_open: a packed dataset of data_path described by index_path,

@@ -3,6 +3,7 @@ package engine
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/policy"
@@ -186,7 +187,7 @@ func (c *Context) loadChunksLoad(l *chunkLoad, path string, target int, want uin
 // is still version want (0: any). On failure every valid chunk fails with
 // the error and open returns nil; otherwise the caller releases the object.
 func (l *chunkLoad) open(path string, valid []int, want uint64) source.Object {
-	f, err := l.c.openTrusting(path, l.c.trust)
+	f, err := l.c.openTrusting(path, l.trust(path, want))
 	if err == nil && want != 0 && f.Version() != want {
 		f.Release()
 		err = errChanged(path)
@@ -198,6 +199,17 @@ func (l *chunkLoad) open(path string, valid []int, want uint64) source.Object {
 		return nil
 	}
 	return f
+}
+
+// trust is how long the open of path may trust its last check: the
+// context's freshness, except for a dataset's samples of a remote object
+// (windows, want set), which trust the version the handle checked at open
+// (its ETag; remoteSamplesTrust).
+func (l *chunkLoad) trust(path string, want uint64) time.Duration {
+	if l.windows && want != 0 && remote.HasScheme(path) {
+		return remoteSamplesTrust
+	}
+	return l.c.trust
 }
 
 // run opens the file once and serves the valid chunks.

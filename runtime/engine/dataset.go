@@ -12,8 +12,10 @@ import (
 // dataset (data file + index file) or a tar shard (each regular member is a
 // sample). Like SafetensorsFile it remembers the data file's version, and a
 // read after the file changed fails with errs.IO "changed since open": the
-// sample ranges describe the version they were made for. Safe for concurrent
-// use; it holds no descriptor.
+// sample ranges describe the version they were made for. A local file is
+// checked per read as the context's freshness says; a remote object's
+// version is the one checked at open (remoteSamplesTrust). Safe for
+// concurrent use; it holds no descriptor.
 type Dataset struct {
 	Path    string              // the data file (the tar file for a shard)
 	Records []objects.Record    // packed: sample k is Records[k]; nil for a tar shard
@@ -22,6 +24,19 @@ type Dataset struct {
 	version uint64
 	pass    *samplePass // nil unless the object is remote below a disk cache
 }
+
+// remoteSamplesTrust is the freshness of a dataset's sample reads of a
+// remote object, whatever the context's: the handle is bound to the version
+// (ETag) it checked at open, as include/memtier.h documents, so its reads
+// send no revalidation GET (strict freshness sent one per read or batch: 64
+// an epoch of bench_remote's tar shards, a round trip to the server before
+// each batch of DRAM or disk-cache hits). Never stale nor mixed all the same:
+// the caches hold bytes per version, a GET for what they lack is pinned to
+// the handle's ETag (If-Match: an overwrite fails with errs.IO "changed since
+// open"), and a newer version seen by any other read of the context (which
+// revalidates as its freshness says) fails the handle's next read the same
+// way (loadChunks' version check).
+const remoteSamplesTrust = files.TrustForever
 
 // OpenDataset opens the packed dataset dataPath described by indexPath
 // (objects.ParseIndex, every record checked against the data file's size);

@@ -233,8 +233,8 @@ func TestDiskCacheTarWindows(t *testing.T) {
 		t.Helper()
 		hit0 := diskStatsOf(t, c).HitBytes
 		n, s := epoch(c, ds)
-		if n != 8 || s.CacheInsertedBytes != shardBytes || s.CacheMisses != shardBlocks || s.CacheHitBytes != members*size || s.BufferedBytes != 0 {
-			t.Fatalf("%s: %d GETs, inserted %d, misses %d, hit %d, buffered %d; want 8 (the revalidations), %d, %d, %d, 0",
+		if n != 0 || s.CacheInsertedBytes != shardBytes || s.CacheMisses != shardBlocks || s.CacheHitBytes != members*size || s.BufferedBytes != 0 {
+			t.Fatalf("%s: %d GETs, inserted %d, misses %d, hit %d, buffered %d; want 0 (no revalidation: remoteSamplesTrust), %d, %d, %d, 0",
 				what, n, s.CacheInsertedBytes, s.CacheMisses, s.CacheHitBytes, s.BufferedBytes, shardBytes, shardBlocks, members*size)
 		}
 		if d := diskStatsOf(t, c).HitBytes - hit0; d != shardBytes {
@@ -246,8 +246,8 @@ func TestDiskCacheTarWindows(t *testing.T) {
 		t.Helper()
 		hit0 := diskStatsOf(t, c).HitBytes
 		n, s := epoch(c, ds)
-		if n != 8 || s.CacheInsertedBytes != 0 || s.CacheMisses != 0 || s.CacheHitBytes != members*size || s.BufferedBytes != 0 {
-			t.Fatalf("%s: %d GETs, inserted %d, misses %d, hit %d, buffered %d; want 8, 0, 0, %d, 0",
+		if n != 0 || s.CacheInsertedBytes != 0 || s.CacheMisses != 0 || s.CacheHitBytes != members*size || s.BufferedBytes != 0 {
+			t.Fatalf("%s: %d GETs, inserted %d, misses %d, hit %d, buffered %d; want 0, 0, 0, %d, 0",
 				what, n, s.CacheInsertedBytes, s.CacheMisses, s.CacheHitBytes, s.BufferedBytes, members*size)
 		}
 		if d := diskStatsOf(t, c).HitBytes - hit0; d != 0 {
@@ -269,8 +269,8 @@ func TestDiskCacheTarWindows(t *testing.T) {
 	if n := gets.Load() - g0; n != 1+3 {
 		t.Fatalf("first open: %d GETs, want 4 (its Open, 3 disk blocks)", n)
 	}
-	if n, s := epoch(a, ds); n != 8 || s.CacheInsertedBytes != 0 || s.CacheHitBytes != 0 || s.BufferedBytes != members*size {
-		t.Fatalf("first epoch: %d GETs, inserted %d, hit %d, buffered %d; want 8 (the revalidations), 0, 0, %d (from the disk tier)",
+	if n, s := epoch(a, ds); n != 0 || s.CacheInsertedBytes != 0 || s.CacheHitBytes != 0 || s.BufferedBytes != members*size {
+		t.Fatalf("first epoch: %d GETs, inserted %d, hit %d, buffered %d; want 0 (no revalidation), 0, 0, %d (from the disk tier)",
 			n, s.CacheInsertedBytes, s.CacheHitBytes, s.BufferedBytes, members*size)
 	}
 	a.src.(*sources).disk.Cache().Flush() // the blocks are on disk, none queued
@@ -295,8 +295,8 @@ func TestDiskCacheTarWindows(t *testing.T) {
 	// A first pass never admits (samplepass.go): the samples come from the
 	// disk tier in runs (diskruns.go), the next pass copies the windows
 	// into DRAM.
-	if n, s := epoch(b, ds2); n != 8 || s.CacheInsertedBytes != 0 || s.CacheHitBytes != 0 || s.BufferedBytes != members*size {
-		t.Fatalf("second context, first epoch: %d GETs, inserted %d, hit %d, buffered %d; want 8, 0, 0, %d (from the disk tier)",
+	if n, s := epoch(b, ds2); n != 0 || s.CacheInsertedBytes != 0 || s.CacheHitBytes != 0 || s.BufferedBytes != members*size {
+		t.Fatalf("second context, first epoch: %d GETs, inserted %d, hit %d, buffered %d; want 0, 0, 0, %d (from the disk tier)",
 			n, s.CacheInsertedBytes, s.CacheHitBytes, s.BufferedBytes, members*size)
 	}
 	fromDisk("second context, second epoch", b, ds2)
@@ -371,21 +371,21 @@ func TestDiskCachePackedWindows(t *testing.T) {
 	}
 	a := newCtx(t, opts)
 	ds := open(a)
-	check("first epoch", a, ds, 8+3, 0, 0, 0, records*size) // 8 revalidations, 3 disk blocks
+	check("first epoch", a, ds, 3, 0, 0, 0, records*size) // 3 disk blocks, no revalidation (remoteSamplesTrust)
 	a.src.(*sources).disk.Cache().Flush()
-	check("second epoch", a, ds, 8, uint64(len(data)), blocks, records*size, 0)
-	check("third epoch", a, ds, 8, 0, 0, records*size, 0)
+	check("second epoch", a, ds, 0, uint64(len(data)), blocks, records*size, 0)
+	check("third epoch", a, ds, 0, 0, 0, records*size, 0)
 	a.src.(*sources).closeDisk()
 	b := newCtx(t, opts)
 	ds2 := open(b)
 	// A first pass never admits (samplepass.go): the samples come from
 	// the disk tier, the next pass copies the windows into DRAM.
-	check("second context, first epoch", b, ds2, 8, 0, 0, 0, records*size)
+	check("second context, first epoch", b, ds2, 0, 0, 0, 0, records*size)
 	if st := diskStatsOf(t, b); st.MissBlocks != 0 || st.HitBytes != records*size {
 		t.Fatalf("second context disk stats %+v after its first epoch: want no miss, %d hit bytes (the samples)", st, records*size)
 	}
-	check("second context, second epoch", b, ds2, 8, uint64(len(data)), blocks, records*size, 0)
-	check("second context, third epoch", b, ds2, 8, 0, 0, records*size, 0)
+	check("second context, second epoch", b, ds2, 0, uint64(len(data)), blocks, records*size, 0)
+	check("second context, third epoch", b, ds2, 0, 0, 0, records*size, 0)
 	if st := diskStatsOf(t, b); st.MissBlocks != 0 || st.HitBytes != records*size+uint64(len(data)) {
 		t.Fatalf("second context disk stats %+v: want no miss, %d hit bytes", st, records*size+len(data))
 	}
