@@ -54,10 +54,6 @@ type job struct {
 	k    Key
 	idx  uint64
 	data []byte // owned by the job; returned to the pool after the write
-	// cold: data is a copy in a kept buffer (coldBufs) with its piece
-	// checksums crcs, written around the page cache (cold.go).
-	cold bool
-	crcs []uint32
 }
 
 func newWriter(c *Cache, max int64, wait time.Duration) *writer {
@@ -140,20 +136,11 @@ func (w *writer) run() {
 		if writeGate != nil {
 			writeGate()
 		}
-		name := j.k.fileName(j.idx)
-		if j.cold {
-			w.c.writeCold(&j, name)
-		} else {
-			w.c.put(&j.k, j.idx, j.data)
-		}
+		w.c.put(&j.k, j.idx, j.data)
 		w.mu.Lock()
-		delete(w.pending, name)
+		delete(w.pending, j.k.fileName(j.idx))
 		w.mu.Unlock()
-		if j.cold {
-			w.c.cold.put(j.data)
-		} else {
-			w.c.putBuf(j.data)
-		}
+		w.c.putBuf(j.data)
 		w.mu.Lock()
 		w.queued -= int64(len(j.data))
 		w.room.Broadcast()
