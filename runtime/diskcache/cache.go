@@ -102,6 +102,7 @@ type Cache struct {
 	dt      slots        // direct cold-fill slots (cold.go storeColdWhole); nil: none
 	fds     fdTable      // entry descriptors kept open (fds.go)
 	bufs    sync.Pool    // *[]byte of block bytes
+	cold    coldBufs     // kept buffers of cold fills (cold.go)
 	warm    warmer       // cold entries to read into the page cache (cold.go)
 	busy    atomic.Int64 // reads in flight (Source): the warmer waits for 0
 	st      counters
@@ -161,6 +162,7 @@ func Open(o Options) (*Cache, error) {
 	c := &Cache{dir: dir, block: o.BlockBytes, opts: o, lockF: lf}
 	c.budget = o.BudgetBytes
 	c.wb = newWriter(c, o.QueueBytes, o.QueueWait)
+	c.cold = coldBufs{max: max(1, int(o.QueueBytes/int64(o.BlockBytes))), block: o.BlockBytes}
 	c.wt = newSlots(writeThroughSlots)
 	c.dt = newSlots(directSlots)
 	// A probe entry: a directory that lets access(2) pass but refuses
@@ -211,7 +213,7 @@ func (c *Cache) BlockBytes() int { return c.block }
 // Flush waits until every write queued so far is done (or dropped).
 func (c *Cache) Flush() { c.wb.flush() }
 
-// Close flushes the write-behind queue, warms the
+// Close flushes the write-behind queue (cold fills included), warms the
 // cold entries still listed for at most warmCloseWait (cold.go), and
 // releases the lock file. The directory and its entries stay for the next
 // Cache. Calls after Close read nothing from disk and write nothing.
@@ -228,6 +230,7 @@ func (c *Cache) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.cold.drop()
 	c.fds.closeAll()
 	c.mu.Lock()
 	defer c.mu.Unlock()

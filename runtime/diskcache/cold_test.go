@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"os"
 	"testing"
-	"unsafe"
+	"time"
 
 	"github.com/memtier/memtier/runtime/files"
 )
@@ -24,12 +24,7 @@ func (s *stack) readCold(t testing.TB, name string, dst []byte, off uint64) {
 
 // misaligned returns n bytes whose address is skew bytes past a
 // directAlign boundary (a numpy buffer is 16 past a page).
-func misaligned(n, skew int) []byte {
-	p := make([]byte, n+2*directAlign)
-	a := int(uintptr(unsafe.Pointer(unsafe.SliceData(p))) % directAlign)
-	a = (directAlign - a) % directAlign
-	return p[a+skew : a+skew+n : a+skew+n]
-}
+func misaligned(n, skew int) []byte { return alignedBuf(n + directAlign)[skew : skew+n] }
 
 // headerOf reads and decodes the header of the entry file p.
 func headerOf(t *testing.T, p string) (header, int64) {
@@ -52,10 +47,9 @@ func headerOf(t *testing.T, p string) (header, int64) {
 // TestColdFillSkewed: a cold read into a buffer 17 bytes past a page
 // writes each whole block from the buffer itself with O_DIRECT (the
 // entry's payload 17 bytes after its header, the skew), the two edge
-// blocks it covers in part through the write-behind queue; after Close
-// every entry is whole, the cold ones warmed, and a second instance over
-// the directory is served every byte from disk, exact, with no GET but
-// its Open.
+// blocks it covers in part from copies; after Close every entry is whole
+// and warmed, and a second instance over the directory is served every
+// byte from disk, exact, with no GET but its Open.
 func TestColdFillSkewed(t *testing.T) {
 	for _, skew := range []int{0, 17, 4095} {
 		want := pattern(10*testBlock, byte(21+skew))
@@ -74,9 +68,9 @@ func TestColdFillSkewed(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := s.c.Stats()
-		if st.MissBlocks != 10 || st.WrittenEntries != 10 || st.ColdWrites != 8 || st.WarmedEntries != 8 ||
+		if st.MissBlocks != 10 || st.WrittenEntries != 10 || st.ColdWrites != 10 || st.WarmedEntries != 10 ||
 			st.ThroughWrites != 0 || st.QueueDrops != 0 || st.WriteErrors != 0 {
-			t.Fatalf("skew %d: stats %+v: want 10 misses and entries, 8 of them cold and warmed", skew, st)
+			t.Fatalf("skew %d: stats %+v: want 10 misses, 10 cold entries written and warmed", skew, st)
 		}
 		names, _ := entries(t, dir)
 		if len(names) != 10 {
@@ -146,32 +140,44 @@ func TestColdCorruptSkewedRefetched(t *testing.T) {
 	}
 }
 
-// TestColdNoSlotWritesThrough: a whole block that finds no direct slot
-// (none here) is written through buffered from the caller's buffer before
-// the read returns, as ReadAt does: every entry is on disk, with no skew,
-// and a second instance reads the exact bytes from disk.
-func TestColdNoSlotWritesThrough(t *testing.T) {
+// TestColdQueuedCopiesOutliveTheRead: with no direct slot, every block of
+// a cold read is copied into the queue; the read returns while the writes
+// are held, the caller then overwrites its buffer, a read meanwhile is
+// served from the queued copies (no GET), and Close writes them all: a
+// second instance reads the exact bytes from disk.
+func TestColdQueuedCopiesOutliveTheRead(t *testing.T) {
 	old := directSlots
 	directSlots = 0
 	t.Cleanup(func() { directSlots = old })
 	want := pattern(6*testBlock, 9)
-	srv := newObjServer(t, want, `"ns"`)
+	srv := newObjServer(t, want, `"q"`)
 	dir := t.TempDir()
-	ro := testOptions()
-	ro.MaxConcurrency = writeThroughSlots
-	s := newStack(t, ro, Options{Dir: dir})
+	s := newStack(t, testOptions(), Options{Dir: dir})
+	release := holdWriter(t)
 	dst := misaligned(len(want), 16)
 	s.readCold(t, srv.url(), dst, 0)
 	if !bytes.Equal(dst, want) {
 		t.Fatal("bytes differ")
 	}
-	if st := s.c.Stats(); st.ThroughWrites != 6 || st.ColdWrites != 0 || st.WrittenEntries != 6 {
-		t.Fatalf("stats %+v: want 6 blocks written through, none cold", st)
+	if names, _ := entries(t, dir); len(names) != 0 {
+		t.Fatalf("%d entries while the writer is held, want 0", len(names))
 	}
-	for _, p := range func() []string { n, _ := entries(t, dir); return n }() {
-		if h, _ := headerOf(t, p); h.skew != 0 {
-			t.Fatalf("%s: skew %d, want 0", p, h.skew)
-		}
+	for i := range dst {
+		dst[i] = 0xee // the caller reuses its buffer
+	}
+	before := srv.gets.Load()
+	if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
+		t.Fatal("read while queued: bytes differ")
+	}
+	if g := srv.gets.Load() - before; g != 1 {
+		t.Fatalf("read while queued made %d GETs, want 1 (its Open)", g)
+	}
+	time.AfterFunc(20*time.Millisecond, release)
+	if err := s.c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.c.Stats(); st.ColdWrites != 6 || st.WrittenEntries != 6 {
+		t.Fatalf("stats %+v: want the 6 queued blocks written by Close", st)
 	}
 	s2 := newStack(t, testOptions(), Options{Dir: dir})
 	if got := s2.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
@@ -182,26 +188,34 @@ func TestColdNoSlotWritesThrough(t *testing.T) {
 	}
 }
 
-// TestColdWarmAfterReads: the warmer waits for reads in flight: nothing
-// is warmed while one is, every cold entry once none is (Close).
-func TestColdWarmAfterReads(t *testing.T) {
-	want := pattern(4*testBlock, 3)
-	srv := newObjServer(t, want, `"pw"`)
+// TestColdQueueBound: the copies of a cold read are bounded by QueueBytes
+// (2 blocks here): with the writer held, two blocks are queued, the other
+// four wait QueueWait and are dropped (left uncached, never fetched
+// twice), and at most two buffers are ever made.
+func TestColdQueueBound(t *testing.T) {
+	old := directSlots
+	directSlots = 0
+	t.Cleanup(func() { directSlots = old })
+	want := pattern(6*testBlock, 13)
+	srv := newObjServer(t, want, `"b"`)
 	ro := testOptions()
-	ro.MaxConcurrency = 1
-	s := newStack(t, ro, Options{Dir: t.TempDir()})
-	s.c.busy.Add(1) // a read in flight throughout
+	ro.MaxConcurrency = 1 // blocks in order: the first two are queued
+	s := newStack(t, ro, Options{Dir: t.TempDir(), QueueBytes: 2 * testBlock, QueueWait: 10 * time.Millisecond})
+	release := holdWriter(t)
 	dst := misaligned(len(want), 16)
 	s.readCold(t, srv.url(), dst, 0)
 	if !bytes.Equal(dst, want) {
 		t.Fatal("bytes differ")
 	}
-	if st := s.c.Stats(); st.ColdWrites != 4 || st.WarmedEntries != 0 {
-		t.Fatalf("stats %+v: want 4 cold writes, none warmed while a read is in flight", st)
+	s.c.cold.mu.Lock()
+	made := s.c.cold.made
+	s.c.cold.mu.Unlock()
+	if made > 2 {
+		t.Fatalf("%d copy buffers made, want at most 2 (QueueBytes)", made)
 	}
-	s.c.busy.Add(-1)
+	release()
 	s.c.Close()
-	if st := s.c.Stats(); st.WarmedEntries != 4 {
-		t.Fatalf("stats %+v: want the 4 cold entries warmed by Close", st)
+	if st := s.c.Stats(); st.MissBlocks != 6 || st.QueueWaits != 4 || st.QueueDrops != 4 || st.ColdWrites != 2 {
+		t.Fatalf("stats %+v: want 6 misses, 4 waits dropped, 2 cold writes", st)
 	}
 }

@@ -67,14 +67,7 @@
 // of a read that covers it only in part) waits in a queue of at most
 // QueueBytes (64 MiB) for one background goroutine to write it
 // (write-behind); a block that finds no room within QueueWait is dropped.
-// Options.Synchronous writes every block before the read returns. That is
-// ReadAt and ReadAtTiers, for reads whose bytes are read back from the
-// tier soon (a dataset window). ReadAtTiersCold, the engine's loads into
-// a caller's buffer, makes cold fills instead (cold.go): a whole block is
-// written with O_DIRECT straight from the caller's buffer (the entry's
-// payload skew takes any alignment; written through buffered when no
-// direct slot is free), and those entries are read into the page cache
-// (posix_fadvise WILLNEED) once no read is in flight, or at Close.
+// Options.Synchronous writes every block before the read returns.
 //
 // Failures: a directory that cannot be created or written fails Open with
 // a clear error (the engine then logs one warning and reads without the

@@ -76,11 +76,11 @@ func (s *Source) ReadAtTiers(o source.Object, dst []byte, off uint64) (fetched u
 // ReadAtTiersCold is ReadAtTiers for a read whose bytes are not expected
 // back from the disk tier in this process soon (the engine's loads into a
 // caller's buffer: walk.go fillRun): the blocks it fetches are cold fills
-// (cold.go): the blocks dst covers whole are written around the page
-// cache from dst itself, and read into the page cache later for the next
-// process. ReadAtTiers' buffered write-through suits a read whose bytes
-// are read back from the tier right after (a dataset window: windows.go
-// fetchWindow). Errors are ReadAt's.
+// (cold.go), copied into the write-behind queue and written around the
+// page cache, partly after it returns, and read into the page cache later
+// for the next process. ReadAtTiers' buffered write-through suits a read
+// whose bytes are read back from the tier right after (a dataset window:
+// windows.go fetchWindow). Errors are ReadAt's.
 func (s *Source) ReadAtTiersCold(o source.Object, dst []byte, off uint64) (fetched uint64, err error) {
 	return s.readAtTiers(o, dst, off, true)
 }
@@ -200,8 +200,7 @@ func (s *Source) readHits(k *Key, ro *remote.Object, dst []byte, off, first uint
 // together): a block dst covers whole lands straight in dst, a first or last
 // block it covers only in part in a buffer of its own. Each block goes to
 // the cache as soon as it lands, so writing overlaps the other blocks'
-// GETs instead of following them all (store; cold: storeColdWhole for
-// the blocks dst covers whole).
+// GETs instead of following them all (store; cold: storeCold).
 func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uint64, cold bool) error {
 	end := off + uint64(len(dst))
 	nb := int(b1 - b0 + 1)
@@ -232,8 +231,13 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 		}
 		s.c.st.missBlocks.Add(1)
 		s.c.st.missBytes.Add(hi - lo)
-		if cold && whole {
-			s.storeColdWhole(k, b, d)
+		if cold {
+			if whole {
+				s.storeColdWhole(k, b, d)
+			} else {
+				s.storeCold(k, b, d)
+				s.c.putBuf(d)
+			}
 			return nil
 		}
 		s.store(k, b, d, whole)

@@ -54,6 +54,10 @@ type job struct {
 	k    Key
 	idx  uint64
 	data []byte // owned by the job; returned to the pool after the write
+	// cold: data is a copy in a kept buffer (coldBufs) with its piece
+	// checksums crcs, written around the page cache (cold.go).
+	cold bool
+	crcs []uint32
 }
 
 func newWriter(c *Cache, max int64, wait time.Duration) *writer {
@@ -136,11 +140,20 @@ func (w *writer) run() {
 		if writeGate != nil {
 			writeGate()
 		}
-		w.c.put(&j.k, j.idx, j.data)
+		name := j.k.fileName(j.idx)
+		if j.cold {
+			w.c.writeCold(&j, name)
+		} else {
+			w.c.put(&j.k, j.idx, j.data)
+		}
 		w.mu.Lock()
-		delete(w.pending, j.k.fileName(j.idx))
+		delete(w.pending, name)
 		w.mu.Unlock()
-		w.c.putBuf(j.data)
+		if j.cold {
+			w.c.cold.put(j.data)
+		} else {
+			w.c.putBuf(j.data)
+		}
 		w.mu.Lock()
 		w.queued -= int64(len(j.data))
 		w.room.Broadcast()
