@@ -5,7 +5,6 @@ import (
 	"os"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // readChunk is the most of a payload read per pread (whole pieces) and
@@ -40,7 +39,7 @@ func (c *Cache) get(k *Key, idx uint64, blockLen int, dst []byte, from int) bool
 		why = fmt.Sprintf("range [%d, +%d) outside the %d-byte payload", from, len(dst), blockLen)
 	}
 	if why == "" {
-		why = readPieces(e.f, e.h.payloadOff(), &e.h, from, dst, &c.st.readBytes)
+		why = readPieces(e.f, int64(e.h.hdrLen), &e.h, from, dst, &c.st.readBytes)
 	}
 	return c.endRead(name, e, why)
 }
@@ -140,7 +139,7 @@ func (c *Cache) readHeader(f *os.File, k *Key, idx uint64, blockLen int, size in
 	if why := h.mismatch(k, idx*uint64(c.block), blockLen); why != "" {
 		return header{}, why
 	}
-	if size != h.fileSize() {
+	if size != int64(h.hdrLen)+int64(h.payloadLen) {
 		return header{}, "torn: file size does not match its header"
 	}
 	return h, ""
@@ -154,36 +153,15 @@ func (c *Cache) readHeader(f *os.File, k *Key, idx uint64, blockLen int, size in
 // cost milliseconds per block. Failures are counted, not returned: the
 // bytes were delivered, only their caching failed.
 func (c *Cache) put(k *Key, idx uint64, data []byte) {
-	if c.opts.DirectWrites {
-		c.putEntry(k, idx, data, pieceCRCs(data), true)
-		return
-	}
-	c.putEntry(k, idx, data, nil, false)
-}
-
-// putEntry is put with the payload's piece checksums crcs already
-// computed (nil: computed here, as it is written; direct needs them) and,
-// when direct, the payload written around the page cache: it then starts
-// S = data's address mod directAlign bytes after the header (the skew,
-// entry.go), so that its bytes from the first aligned address on land at
-// an aligned file offset and go by O_DIRECT (writePayload), whatever
-// data's alignment; the bytes before that address and the last partial
-// page are written buffered. It reports whether it renamed a new entry
-// into place.
-func (c *Cache) putEntry(k *Key, idx uint64, data []byte, crcs []uint32, direct bool) bool {
 	if c.closed.Load() {
-		return false
+		return
 	}
 	name := k.fileName(idx)
 	if _, err := os.Lstat(c.path(name)); err == nil {
-		return false // another reader (or process) wrote it
+		return // another reader (or process) wrote it
 	}
 	hl := headerLen(k, len(data))
-	skew := 0
-	if direct {
-		skew = int(uintptr(unsafe.Pointer(unsafe.SliceData(data))) % directAlign)
-	}
-	n := uint64(hl + skew + len(data))
+	n := uint64(hl + len(data))
 	f, err := c.reserve(n)
 	if err != nil {
 		if err == errNoRoom {
@@ -191,43 +169,34 @@ func (c *Cache) putEntry(k *Key, idx uint64, data []byte, crcs []uint32, direct 
 		} else {
 			c.st.writeErrors.Add(1)
 		}
-		return false
+		return
 	}
 	tmp := f.Name()
+	var crcs []uint32
 	var err2 error
-	switch {
-	case crcs == nil:
+	if c.opts.DirectWrites {
+		crcs = pieceCRCs(data)
+		err2 = writePayload(f, data, int64(hl), false)
+	} else {
 		crcs, err2 = writeSummed(f, data, int64(hl))
-	case !direct:
-		err2 = writePayload(f, data, int64(hl), true)
-	default:
-		head := 0
-		if skew != 0 { // up to the first aligned address: buffered
-			head = min(len(data), directAlign-skew)
-			_, err2 = f.WriteAt(data[:head], int64(hl+skew))
-		}
-		if err2 == nil {
-			err2 = writePayload(f, data[head:], int64(hl+skew+head), false)
-		}
 	}
-	_, err1 := f.WriteAt(encodeHeaderSkew(k, idx*uint64(c.block), len(data), crcs, skew), 0)
+	_, err1 := f.WriteAt(encodeHeader(k, idx*uint64(c.block), len(data), crcs), 0)
 	err3 := f.Close()
 	if err1 != nil || err2 != nil || err3 != nil {
 		c.st.writeErrors.Add(1)
 		c.abort(tmp, n)
-		return false
+		return
 	}
 	ok, err := c.commit(tmp, name, n)
 	if err != nil {
 		c.st.writeErrors.Add(1)
-		return false
+		return
 	}
 	if ok {
 		c.st.writtenEntries.Add(1)
 		c.st.writtenBytes.Add(n)
 		c.pruneVersions(k)
 	}
-	return ok
 }
 
 // inodeOf returns the inode number of path.

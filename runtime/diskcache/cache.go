@@ -98,15 +98,10 @@ type Cache struct {
 	pruned  sync.Map // idHash+verHash of keys whose other versions were dropped
 	prunedN atomic.Int64
 	wb      *writer
-	wt      slots        // write-through slots (through.go); nil: none
-	dt      slots        // direct cold-fill slots (cold.go storeColdWhole); nil: none
-	fds     fdTable      // entry descriptors kept open (fds.go)
-	bufs    sync.Pool    // *[]byte of block bytes
-	cold    coldBufs     // kept buffers of cold fills (cold.go)
-	warm    warmer       // cold entries to read into the page cache (cold.go)
-	busy    atomic.Int64 // reads in flight (Source): the warmer waits for 0
+	wt      slots     // write-through slots (through.go); nil: none
+	fds     fdTable   // entry descriptors kept open (fds.go)
+	bufs    sync.Pool // *[]byte of block bytes
 	st      counters
-	closing atomic.Bool // Close has begun: the warmer stops
 	closed  atomic.Bool
 }
 
@@ -162,9 +157,7 @@ func Open(o Options) (*Cache, error) {
 	c := &Cache{dir: dir, block: o.BlockBytes, opts: o, lockF: lf}
 	c.budget = o.BudgetBytes
 	c.wb = newWriter(c, o.QueueBytes, o.QueueWait)
-	c.cold = coldBufs{max: max(1, int(o.QueueBytes/int64(o.BlockBytes))), block: o.BlockBytes}
 	c.wt = newSlots(writeThroughSlots)
-	c.dt = newSlots(directSlots)
 	// A probe entry: a directory that lets access(2) pass but refuses
 	// files (a read-only mount) fails here, not on the first miss.
 	probe, err := os.CreateTemp(dir, tmpPrefix+"probe-")
@@ -213,11 +206,9 @@ func (c *Cache) BlockBytes() int { return c.block }
 // Flush waits until every write queued so far is done (or dropped).
 func (c *Cache) Flush() { c.wb.flush() }
 
-// Close flushes the write-behind queue (cold fills included), warms the
-// cold entries still listed for at most warmCloseWait (cold.go), and
-// releases the lock file. The directory and its entries stay for the next
-// Cache. Calls after Close read nothing from disk and write nothing.
-// Idempotent.
+// Close flushes the write-behind queue and releases the lock file. The
+// directory and its entries stay for the next Cache. Calls after Close
+// read nothing from disk and write nothing. Idempotent.
 func (c *Cache) Close() error {
 	if c.closed.Load() {
 		return nil
@@ -225,12 +216,9 @@ func (c *Cache) Close() error {
 	// Flush before closing: a write queued when closed is skipped (put),
 	// so closing first dropped every block still queued.
 	c.wb.flush()
-	c.closing.Store(true)
-	c.warm.finish(c, time.Now().Add(warmCloseWait))
 	if c.closed.Swap(true) {
 		return nil
 	}
-	c.cold.drop()
 	c.fds.closeAll()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// On-disk entry format, version 3. One file holds one block of one object
+// On-disk entry format, version 2. One file holds one block of one object
 // version:
 //
 //	[0, 4)     magic "MTDC"
@@ -26,28 +26,22 @@ import (
 //	           is payload bytes [i*P, min((i+1)*P, length)), n = ceil(length/P)
 //	...        identity text, then validator text (Key.display, Key.Validator)
 //	... zero padding ...
-//	[hdr-8, hdr-4) payload skew S (0 to directAlign-1), bytes
 //	[hdr-4, hdr) CRC-32C of header bytes [0, hdr-4)
-//	[hdr, hdr+S) padding (any bytes)
-//	[hdr+S, hdr+S+payload) the payload
+//	[hdr, hdr+payload) the payload
 //
 // A read checks the header and only the pieces that overlap the bytes it
 // needs, so a small range of a 4 MiB block costs its piece or two, not
 // the whole payload. (Version 1 held one CRC-32C of the whole payload at
 // [32, 36): its entries are misses, deleted and fetched again, see
-// errOldFormat; so are version 2 entries, which had no skew.)
+// errOldFormat.)
 //
-// The skew lets a cold fill write the payload with O_DIRECT straight from
-// the caller's buffer, whose address need not be aligned (cold.go
-// writeSkewed): the write starts S bytes before the payload in memory, at
-// an aligned address, and at the aligned file offset hdr. S is 0 for every
-// other writer, so the payload starts on a 4096-byte boundary and its copy
-// out of the page cache is page aligned. A file whose size is not header+payload is
+// The payload starts on a 4096-byte boundary so that its copy out of the
+// page cache is page aligned. A file whose size is not header+payload is
 // torn; any mismatch of magic, version, checksums or the expected key,
 // offset, length and object size makes the entry corrupt.
 const (
 	magic         = "MTDC"
-	formatVersion = 3
+	formatVersion = 2
 	fixedHeader   = 40
 	headerAlign   = 4096
 	maxTextBytes  = 1 << 15 // identity + validator; longer keys are not cached
@@ -96,7 +90,6 @@ var errOldFormat = errors.New("entry of an older format version")
 // header is an entry's decoded header.
 type header struct {
 	hdrLen     uint32
-	skew       uint32 // padding bytes between the header and the payload
 	payloadLen uint32
 	off        uint64
 	objSize    uint64
@@ -122,20 +115,14 @@ func pieceCRCs(data []byte) []uint32 {
 // headerLen is the header size, in bytes, of an entry for key holding a
 // payload of payloadLen bytes.
 func headerLen(k *Key, payloadLen int) int {
-	n := fixedHeader + 4*numPieces(payloadLen) + len(k.display) + len(k.Validator) + 8
+	n := fixedHeader + 4*numPieces(payloadLen) + len(k.display) + len(k.Validator) + 4
 	return (n + headerAlign - 1) / headerAlign * headerAlign
 }
 
 // encodeHeader returns the header of an entry of k holding a payload of
 // payloadLen bytes (with piece checksums crcs of kind writeSum, see
-// pieceCRCs) at off, starting skew bytes after the header.
+// pieceCRCs) at off.
 func encodeHeader(k *Key, off uint64, payloadLen int, crcs []uint32) []byte {
-	return encodeHeaderSkew(k, off, payloadLen, crcs, 0)
-}
-
-// encodeHeaderSkew is encodeHeader for a payload skew bytes after the
-// header (0 to directAlign-1).
-func encodeHeaderSkew(k *Key, off uint64, payloadLen int, crcs []uint32, skew int) []byte {
 	if len(crcs) != numPieces(payloadLen) {
 		panic(fmt.Sprintf("diskcache: %d piece checksums for %d bytes", len(crcs), payloadLen))
 	}
@@ -158,7 +145,6 @@ func encodeHeaderSkew(k *Key, off uint64, payloadLen int, crcs []uint32, skew in
 	}
 	copy(b[p:], k.display)
 	copy(b[p+len(k.display):], k.Validator)
-	binary.LittleEndian.PutUint32(b[n-8:], uint32(skew))
 	binary.LittleEndian.PutUint32(b[n-4:], crc32.Checksum(b[:n-4], castagnoli))
 	return b
 }
@@ -210,7 +196,7 @@ func decodeHeader(b []byte) (header, error) {
 	}
 	np := numPieces(int(h.payloadLen))
 	il, vl := int(binary.LittleEndian.Uint16(b[36:])), int(binary.LittleEndian.Uint16(b[38:]))
-	if fixedHeader+4*np+il+vl > int(n)-8 {
+	if fixedHeader+4*np+il+vl > int(n)-4 {
 		return h, fmt.Errorf("%d piece checksums and texts of %d+%d bytes do not fit the header", np, il, vl)
 	}
 	h.crcs = make([]uint32, np)
@@ -221,18 +207,7 @@ func decodeHeader(b []byte) (header, error) {
 	}
 	h.id = string(b[p : p+il])
 	h.val = string(b[p+il : p+il+vl])
-	if h.skew = binary.LittleEndian.Uint32(b[n-8:]); h.skew >= directAlign {
-		return h, fmt.Errorf("payload skew %d", h.skew)
-	}
 	return h, nil
-}
-
-// payloadOff is the file offset of h's payload.
-func (h *header) payloadOff() int64 { return int64(h.hdrLen) + int64(h.skew) }
-
-// fileSize is the size of the entry file of h.
-func (h *header) fileSize() int64 {
-	return h.payloadOff() + int64(h.payloadLen)
 }
 
 // matches reports why h is not the header of the entry of k at off with

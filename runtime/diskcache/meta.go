@@ -80,7 +80,7 @@ func (s *Source) GetMeta(o *remote.Object, kind uint32) (data []byte, ok bool) {
 	}
 	if why == "" {
 		data = make([]byte, plen)
-		why = readPieces(f, h.payloadOff(), &h, 0, data, &c.st.readBytes)
+		why = readPieces(f, int64(h.hdrLen), &h, 0, data, &c.st.readBytes)
 	}
 	if why != "" {
 		c.dropBad(name, why, st.Ino, uint64(st.Size))

@@ -42,8 +42,6 @@ func (s *Source) ReadSegs(o *remote.Object, segs []Seg) bool {
 	if len(segs) == 0 || s.c.closed.Load() {
 		return len(segs) == 0
 	}
-	s.c.busy.Add(1) // the warmer (cold.go) waits for reads to end
-	defer s.c.busy.Add(-1)
 	k, ok := s.KeyOf(o)
 	if !ok {
 		return false
@@ -109,7 +107,7 @@ func (c *Cache) getParts(k *Key, idx uint64, blockLen int, parts []part) bool {
 		why = fmt.Sprintf("range [%d, %d) outside the %d-byte payload", parts[0].from, last.from+len(last.dst), blockLen)
 	}
 	if why == "" {
-		why = readParts(e.f, e.h.payloadOff(), &e.h, parts, &c.st.readBytes)
+		why = readParts(e.f, int64(e.h.hdrLen), &e.h, parts, &c.st.readBytes)
 	}
 	return c.endRead(name, e, why)
 }

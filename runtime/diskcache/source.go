@@ -70,24 +70,6 @@ func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int,
 // disk tier, and its next read copies it from there into DRAM, so a first
 // load touches no DRAM-cache memory of its own. Errors are ReadAt's.
 func (s *Source) ReadAtTiers(o source.Object, dst []byte, off uint64) (fetched uint64, err error) {
-	return s.readAtTiers(o, dst, off, false)
-}
-
-// ReadAtTiersCold is ReadAtTiers for a read whose bytes are not expected
-// back from the disk tier in this process soon (the engine's loads into a
-// caller's buffer: walk.go fillRun): the blocks it fetches are cold fills
-// (cold.go), copied into the write-behind queue and written around the
-// page cache, partly after it returns, and read into the page cache later
-// for the next process. ReadAtTiers' buffered write-through suits a read
-// whose bytes are read back from the tier right after (a dataset window:
-// windows.go fetchWindow). Errors are ReadAt's.
-func (s *Source) ReadAtTiersCold(o source.Object, dst []byte, off uint64) (fetched uint64, err error) {
-	return s.readAtTiers(o, dst, off, true)
-}
-
-func (s *Source) readAtTiers(o source.Object, dst []byte, off uint64, cold bool) (fetched uint64, err error) {
-	s.c.busy.Add(1)
-	defer s.c.busy.Add(-1)
 	ro, ok := o.(*remote.Object)
 	if !ok {
 		return 0, errs.New(errs.Internal, "disk cache read", "object %q is not from a remote.Source", o.Name())
@@ -128,7 +110,7 @@ func (s *Source) readAtTiers(o source.Object, dst []byte, off uint64, cold bool)
 		wg.Add(1)
 		go func(b0, b1 uint64) {
 			defer wg.Done()
-			if err := s.fetchRun(&k, ro, dst, off, b0, b1, cold); err != nil {
+			if err := s.fetchRun(&k, ro, dst, off, b0, b1); err != nil {
 				mu.Lock()
 				if firstErr == nil {
 					firstErr = err
@@ -200,8 +182,8 @@ func (s *Source) readHits(k *Key, ro *remote.Object, dst []byte, off, first uint
 // together): a block dst covers whole lands straight in dst, a first or last
 // block it covers only in part in a buffer of its own. Each block goes to
 // the cache as soon as it lands, so writing overlaps the other blocks'
-// GETs instead of following them all (store; cold: storeCold).
-func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uint64, cold bool) error {
+// GETs instead of following them all.
+func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uint64) error {
 	end := off + uint64(len(dst))
 	nb := int(b1 - b0 + 1)
 	var (
@@ -231,15 +213,6 @@ func (s *Source) fetchRun(k *Key, ro *remote.Object, dst []byte, off, b0, b1 uin
 		}
 		s.c.st.missBlocks.Add(1)
 		s.c.st.missBytes.Add(hi - lo)
-		if cold {
-			if whole {
-				s.storeColdWhole(k, b, d)
-			} else {
-				s.storeCold(k, b, d)
-				s.c.putBuf(d)
-			}
-			return nil
-		}
 		s.store(k, b, d, whole)
 		return nil
 	}

@@ -10,7 +10,6 @@ type counters struct {
 	staleEntries, corruptEntries               atomic.Uint64
 	writeDrops, writeErrors, inlineWrites      atomic.Uint64
 	queueWaits, queueDrops, throughWrites      atomic.Uint64
-	coldWrites, warmedEntries                  atomic.Uint64
 	readBytes                                  atomic.Uint64 // bytes read from entries, headers included (tests)
 }
 
@@ -32,8 +31,6 @@ type Stats struct {
 	QueueWaits     uint64 // blocks whose reader waited for room in the write-behind queue or for a write-through slot (back-pressure)
 	QueueDrops     uint64 // of those, blocks left uncached: no room or slot within Options.QueueWait
 	ThroughWrites  uint64 // blocks written from the caller's buffer before the read returned (through.go)
-	ColdWrites     uint64 // cold fills written: entries written around the page cache from a copy (cold.go)
-	WarmedEntries  uint64 // cold entries read into the page cache afterwards (posix_fadvise WILLNEED)
 	WriteErrors    uint64 // blocks not written because of a file system error (disk full, I/O error)
 	UsedBytes      uint64 // gauge: bytes the directory held when this Cache last held its lock
 	BudgetBytes    uint64 // gauge: the budget this Cache enforces
@@ -51,7 +48,6 @@ func (c *Cache) Stats() Stats {
 		StaleEntries: s.staleEntries.Load(), CorruptEntries: s.corruptEntries.Load(),
 		WriteDrops: s.writeDrops.Load(), WriteErrors: s.writeErrors.Load(), InlineWrites: s.inlineWrites.Load(),
 		QueueWaits: s.queueWaits.Load(), QueueDrops: s.queueDrops.Load(), ThroughWrites: s.throughWrites.Load(),
-		ColdWrites: s.coldWrites.Load(), WarmedEntries: s.warmedEntries.Load(),
 		UsedBytes: c.used.Load(), BudgetBytes: c.budget,
 	}
 }

@@ -54,19 +54,6 @@ func (s slots) acquire(wait time.Duration) (ok, waited bool) {
 
 func (s slots) release() { <-s }
 
-// tryAcquire takes a slot if one is free now (false for nil slots).
-func (s slots) tryAcquire() bool {
-	if s == nil {
-		return false
-	}
-	select {
-	case s <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
 // writeThrough writes data, the caller's block idx of k, from data itself
 // (see above). While it writes, the block is listed as pending, so a read
 // of it by another request meanwhile copies it from data (copyPending)

@@ -54,10 +54,6 @@ type job struct {
 	k    Key
 	idx  uint64
 	data []byte // owned by the job; returned to the pool after the write
-	// cold: data is a copy in a kept buffer (coldBufs) with its piece
-	// checksums crcs, written around the page cache (cold.go).
-	cold bool
-	crcs []uint32
 }
 
 func newWriter(c *Cache, max int64, wait time.Duration) *writer {
@@ -88,46 +84,34 @@ func (w *writer) add(k *Key, idx uint64, data []byte) int {
 	outcome := queuedNow
 	if w.queued+need > w.max {
 		outcome = queuedWaited
-		if !w.waitRoomLocked(need) {
+		expired := false
+		t := time.AfterFunc(w.wait, func() {
+			w.mu.Lock()
+			expired = true
+			w.room.Broadcast()
+			w.mu.Unlock()
+		})
+		w.waiting++
+		for w.queued+need > w.max && !expired {
+			w.room.Wait()
+		}
+		w.waiting--
+		t.Stop()
+		if w.queued+need > w.max {
 			return dropped
 		}
 	}
+	w.q = append(w.q, job{k: *k, idx: idx, data: data})
 	w.queued += need
-	w.enqueueLocked(job{k: *k, idx: idx, data: data}, writeWorkers)
-	return outcome
-}
-
-// waitRoomLocked waits (w.mu held) up to w.wait for the queue to have
-// room for need more bytes, and reports whether it has.
-func (w *writer) waitRoomLocked(need int64) bool {
-	expired := false
-	t := time.AfterFunc(w.wait, func() {
-		w.mu.Lock()
-		expired = true
-		w.room.Broadcast()
-		w.mu.Unlock()
-	})
-	w.waiting++
-	for w.queued+need > w.max && !expired {
-		w.room.Wait()
-	}
-	w.waiting--
-	t.Stop()
-	return w.queued+need <= w.max
-}
-
-// enqueueLocked (w.mu held, j's bytes already counted in queued) lists j
-// as pending and queues it, starting a worker while fewer than workers run.
-func (w *writer) enqueueLocked(j job, workers int) {
-	w.q = append(w.q, j)
 	if w.pending == nil {
 		w.pending = make(map[string]job)
 	}
-	w.pending[j.k.fileName(j.idx)] = j
-	if w.workers < workers && w.workers < len(w.q) {
+	w.pending[k.fileName(idx)] = job{k: *k, idx: idx, data: data}
+	if w.workers < writeWorkers && w.workers < len(w.q) {
 		w.workers++
 		go w.run()
 	}
+	return outcome
 }
 
 func (w *writer) run() {
@@ -140,20 +124,11 @@ func (w *writer) run() {
 		if writeGate != nil {
 			writeGate()
 		}
-		name := j.k.fileName(j.idx)
-		if j.cold {
-			w.c.writeCold(&j, name)
-		} else {
-			w.c.put(&j.k, j.idx, j.data)
-		}
+		w.c.put(&j.k, j.idx, j.data)
 		w.mu.Lock()
-		delete(w.pending, name)
+		delete(w.pending, j.k.fileName(j.idx))
 		w.mu.Unlock()
-		if j.cold {
-			w.c.cold.put(j.data)
-		} else {
-			w.c.putBuf(j.data)
-		}
+		w.c.putBuf(j.data)
 		w.mu.Lock()
 		w.queued -= int64(len(j.data))
 		w.room.Broadcast()

@@ -160,13 +160,11 @@ func (s *sources) of(o source.Object) source.Source {
 // fetchTiered is fetch that also reports fresh: the bytes of disk-cache
 // blocks under dst that the disk cache tier fetched from the remote source
 // now (0 when the disk served them all, and for objects below no disk
-// cache). The blocks it fetches are cold fills (diskcache
-// ReadAtTiersCold): written behind the read, around the page cache, since
-// this process reads them back from DRAM or not at all.
+// cache).
 func (c *Context) fetchTiered(o source.Object, dst []byte, off uint64, path int) (r served, fresh uint64, err error) {
 	if s, ok := c.src.(*sources); ok {
 		if d, ok := s.of(o).(*diskcache.Source); ok {
-			if fresh, err = d.ReadAtTiersCold(o, dst, off); err != nil {
+			if fresh, err = d.ReadAtTiers(o, dst, off); err != nil {
 				return served{}, 0, err
 			}
 			return served{buffered: uint64(len(dst))}, fresh, nil
@@ -192,19 +190,8 @@ func (s *sources) Open(name string, trust time.Duration) (source.Object, uint64,
 	return r.Open(name, trust)
 }
 
-// ReadAt reads through the disk cache tier as cold fills (fetchTiered):
-// the engine's reads deliver their bytes to a caller; only the dataset
-// windows, read back from the tier at once, write through it
-// (windows.go fetchWindow).
 func (s *sources) ReadAt(o source.Object, dst []byte, off uint64, path int) (int, error) {
-	src := s.of(o)
-	if d, ok := src.(*diskcache.Source); ok {
-		if _, err := d.ReadAtTiersCold(o, dst, off); err != nil {
-			return 0, err
-		}
-		return source.PathBuffered, nil
-	}
-	return src.ReadAt(o, dst, off, path)
+	return s.of(o).ReadAt(o, dst, off, path)
 }
 
 func (s *sources) ReadNoWait(o source.Object, dst []byte, off uint64) bool {
