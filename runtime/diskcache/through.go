@@ -13,6 +13,23 @@ import "time"
 // 0.36 s with no disk cache, and ran at 324 vs 478 MB/s. The write still
 // overlaps the other blocks' GETs, which go on meanwhile.
 //
+// Tried and reverted (bench_remote --cases object --memtier-only, 256 MiB,
+// base/new alternated, 3 rounds; perf put the buffered write at half of a
+// first load's samples: pwrite's copy into fresh page-cache pages 18%,
+// ext4 delayed allocation 13%, CRC 11%):
+//   - O_DIRECT straight from the caller's buffer (an entry format with a
+//     payload skew for unaligned buffers), the page cache warmed after
+//     the read with posix_fadvise(WILLNEED): 0.88 vs 1.25 CPU s/GB at load
+//     4, but at load 2.7 first loads of 744 vs 919 MB/s (the load waits
+//     for the device, 1.3-1.8 GB/s) and second processes of 1196 vs 1804
+//     MB/s (WILLNEED leaves order-0 pages; a buffered write, large folios);
+//   - copying blocks into kept aligned buffers to write them behind the
+//     read: the copy and the buffers' fresh pages cost what the write does;
+//   - fallocate instead of a sparse Truncate in reserve: first loads 685
+//     vs 556 MB/s (first-load children alone, 8 rounds) but 650 vs 678 in
+//     bench_remote, and the second process at 0.91-0.92x the local file
+//     against 0.95-1.14x (large folios lost, it seems).
+//
 // At most writeThroughSlots blocks are written through at a time, so a
 // slow disk holds only that many fetching goroutines; a block that finds
 // no slot within Options.QueueWait is dropped (left uncached, counted in
