@@ -39,7 +39,8 @@ with 2 workers the second one's start-up, its pretouch included, was timed, 0.3-
 rate: the payload over the dataset's construction, the workers' start-up and the whole first
 epoch. It tells the first-load rows apart: building a ``TarShardDataset`` of URLs indexes the
 shards through the disk tier, which fetches every piece of a shard of small samples, so a
-first epoch's samples come from the disk cache (measured: no data GET inside it). Ratios: first
+first epoch's samples come from the disk cache (measured: no data GET inside it); so the
+report's first-load dataset rows compare end-to-end rates, the epoch-only ratio in their note. Ratios: first
 load / best peer (target >= 1.3x), disk-cache run / local first load (>= 0.9x), DRAM hit on
 the remote object / DRAM hit on the local file (>= 0.9x). A row that cannot run prints its
 one-line error instead of a figure. Every load is checked (object: sha1; checkpoint: sha1 of
@@ -925,9 +926,20 @@ def report_rows(rep: Dict[str, Any]) -> List[Dict[str, Any]]:
         note = (f"server ceiling {ceil['mbps']:.0f} MB/s ({ceil['label']})" if ceil else "")
         if s.get("memtier_nocache") and s["ratios"].get("nocache_vs_best_peer"):
             note += f"; no disk or DRAM cache {s['memtier_nocache']:.0f} MB/s = {s['ratios']['nocache_vs_best_peer']:.2f}x"
+        first_m, first_b, first_r = s["memtier_first"], bp["mbps"] if bp else None, s["ratios"]["first_vs_best_peer"]
+        e2e = s.get("end_to_end") or {}
+        if e2e.get("memtier_first") and e2e.get("best_peer"):
+            # A dataset's first load is judged end to end (construction, worker start-up and
+            # the whole first epoch): a TarShardDataset of URLs fetches its shards while it
+            # indexes them, before the epoch's clock starts, so the epoch alone reads the disk cache.
+            note = "; ".join(x for x in (note, f"epoch only (clock from the workers' first batches): memtier "
+                                                f"{fmt(first_m)} MB/s vs {fmt(first_b)} = "
+                                                f"{(first_r or 0):.2f}x") if x)
+            first_m, first_b = e2e["memtier_first"], e2e["best_peer"]
+            first_r = first_m / first_b
         specs = [
-            (f"remote_{c}_first_vs_best_peer", f"{s['title']}: first load vs best peer", s["memtier_first"],
-             bp["mbps"] if bp else None, s["ratios"]["first_vs_best_peer"], TARGETS["first"],
+            (f"remote_{c}_first_vs_best_peer", f"{s['title']}: first load vs best peer", first_m,
+             first_b, first_r, TARGETS["first"],
              bp["label"] if bp else "best peer", s["memtier_first_error"] or ("no peer ran" if not bp else ""),
              note),
             (f"remote_{c}_disk_vs_local", f"{s['title']}: 2nd process (disk cache) vs local file",
