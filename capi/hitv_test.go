@@ -23,14 +23,14 @@ import (
 
 type span struct{ off, size uint64 }
 
-// cachedSpans: inside one 64 KiB block each (one not 4 KiB aligned), in no
-// particular order, one repeated.
-var cachedSpans = []span{{0, 4096}, {65536, 4096}, {1000, 3000}, {1<<20 - 4096, 4096}, {123 * 4096, 8192}, {0, 4096}}
+// cachedSpans: inside one 64 KiB block each of a hitFile (one not 4 KiB
+// aligned), in no particular order, one repeated.
+var cachedSpans = []span{{0, 4096}, {65536, 4096}, {1000, 3000}, {hitFile - 4096, 4096}, {23 * 4096, 8192}, {0, 4096}}
 
 func TestHitReadvServesAndCountsAsGo(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.bin")
-	data := pattern(1<<20, 3)
+	data := pattern(hitFile, 3)
 	writeFile(t, path, data)
 	for _, tc := range []struct {
 		name  string
@@ -43,7 +43,7 @@ func TestHitReadvServesAndCountsAsGo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, c := newHitCtx(t, tc.fresh, nil)
-			if _, err := c.Prefetch(path, 0, 1<<20, 0); err != nil {
+			if _, err := c.Prefetch(path, 0, hitFile, 0); err != nil {
 				t.Fatal(err)
 			}
 			// The same call through Go's ReadV: the stats C must give.

@@ -57,3 +57,39 @@ func TestRegionMapping(t *testing.T) {
 		t.Fatalf("small region %d bytes, want %d", len(small.mem), want)
 	}
 }
+
+// A pair holds two blocks whatever their keys: two blocks of a file are
+// always both in the table (what capi's hit tests rely on). A third block
+// of the pair displaces the one C did not hit (the first when neither was),
+// and Go serves the displaced block's reads.
+func TestFullPairKeepsTwo(t *testing.T) {
+	x := newIndex(t, 64)
+	const file = 7
+	var same []uint64 // three indexes whose keys hash to one pair
+	for i := uint64(0); len(same) < 3; i++ {
+		if len(same) == 0 || BlockSlot(file, i, x.bmask) == BlockSlot(file, same[0], x.bmask) {
+			same = append(same, i)
+		}
+	}
+	e0, e1 := x.pair(file, same[0])
+	has := func(i uint64) bool { return x.hasKey(e0, file, i) || x.hasKey(e1, file, i) }
+	x.Claim(file, same[0], 0x10000, 1)
+	x.Claim(file, same[1], 0x20000, 1)
+	if !has(same[0]) || !has(same[1]) {
+		t.Fatal("two blocks of one pair: not both in it")
+	}
+	x.Claim(file, same[2], 0x30000, 1)
+	if has(same[0]) || !has(same[1]) || !has(same[2]) {
+		t.Fatalf("third block, neither used: has %v %v %v, want the first displaced", has(same[0]), has(same[1]), has(same[2]))
+	}
+	// C hit same[2] (its use bit): a fourth claim of block same[0] displaces same[1].
+	for _, e := range [2]unsafe.Pointer{e0, e1} {
+		if x.hasKey(e, file, same[2]) {
+			x.u64(e, BlockRef).Store(1)
+		}
+	}
+	x.Claim(file, same[0], 0x40000, 1)
+	if !has(same[0]) || has(same[1]) || !has(same[2]) {
+		t.Fatalf("after C used one: has %v %v %v, want the unused one displaced", has(same[0]), has(same[1]), has(same[2]))
+	}
+}
