@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -23,8 +22,6 @@ import (
 // the whole batch in io_uring without RWF_NOWAIT 4.4-4.8 ms, so the second
 // pass keeps the cold reads.
 const uringNoWait = true
-
-var rvPar1 = os.Getenv("MEMTIER_RV_PAR1") == "1"
 
 // pendingGroup is a group of the first pass with its plan, for the groups
 // that do not go into the io_uring batch.
@@ -90,9 +87,6 @@ func (c *Context) readvNoWait(v []IOVec, groups []readvGroup) error {
 	// takes it, so the per-group Go work (plan, policy, results) runs on
 	// both CPUs as the kernel's copies do, instead of serially before them.
 	par := phase1Par(len(groups))
-	if rvPar1 {
-		par = 1
-	}
 	per := len(groups)
 	if par > 1 {
 		per = batchChunk
