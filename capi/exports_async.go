@@ -22,6 +22,8 @@ func mtgo_read_async(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsa
 			return badArg("memtier_read_async", "path is NULL")
 		case dst == nil && size > 0:
 			return badArg("memtier_read_async", "dst is NULL for a %d-byte read", uint64(size))
+		case !hostSizeOK(dst, uint64(size)):
+			return badArg("memtier_read_async", "size %d too large", uint64(size))
 		}
 		r, err := ctx.ReadAsync(goPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
 		if err == nil {

@@ -140,7 +140,7 @@ func mtgo_dataset_read(dsid C.uint64_t, index C.uint64_t, dst unsafe.Pointer, ds
 			return errs.At(errs.InvalidArg, "memtier_dataset_read", h.d.Path, -1,
 				"dst_size %d is smaller than sample %d (%d bytes)", uint64(dstSize), uint64(index), size)
 		}
-		return h.d.Read(uint64(index), dstSlice(dst, size), int(target))
+		return h.d.Read(uint64(index), hostSlice(dst, size), int(target))
 	})
 }
 
@@ -164,7 +164,7 @@ func mtgo_dataset_read_batch(dsid C.uint64_t, indices *C.uint64_t, n C.size_t, d
 			idx[k] = uint64(ci[k])
 			// The caller promises each dst holds its sample: view that many bytes.
 			if _, size, _, ok := h.d.Sample(idx[k]); ok {
-				gd[k] = dstSlice(cd[k], size)
+				gd[k] = hostSlice(cd[k], size)
 			}
 		}
 		res := make([]int64, n)

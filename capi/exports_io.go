@@ -17,11 +17,27 @@ import (
 
 // hostSlice views caller memory as a byte slice. The GC never scans or moves
 // C memory, so writing bytes through it is allowed by the cgo pointer rules.
+//
+// A size above maxHostSlice, or one that would run past the end of the
+// address space, gets no slice (nil): unsafe.Slice panics there, which
+// catch would report as INTERNAL. The exports that take a size check it
+// with hostSizeOK first and refuse it as INVALID_ARG; the others let the
+// engine report the empty destination as too small for the range.
 func hostSlice(p unsafe.Pointer, n uint64) []byte {
-	if p == nil || n == 0 {
+	if p == nil || n == 0 || !hostSizeOK(p, n) {
 		return nil
 	}
 	return unsafe.Slice((*byte)(p), n)
+}
+
+// maxHostSlice is the largest caller buffer viewed as a Go slice (128 TiB,
+// x86-64's and arm64's user address space with 4-level page tables); no
+// real destination or file range is larger.
+const maxHostSlice = 1 << 47
+
+// hostSizeOK reports whether n bytes at p can be real caller memory.
+func hostSizeOK(p unsafe.Pointer, n uint64) bool {
+	return n <= maxHostSlice && uint64(uintptr(p)) <= math.MaxUint64-n
 }
 
 // lowDst returns the IO error of a host destination pointer below 4096 for
@@ -73,7 +89,7 @@ func mtgo_read(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Poi
 		return invalid(ctx, "memtier_read", "path is NULL")
 	case dst == nil && size > 0:
 		return invalid(ctx, "memtier_read", "dst is NULL for a %d-byte read", uint64(size))
-	case uint64(size) > math.MaxInt64:
+	case !hostSizeOK(dst, uint64(size)):
 		return invalid(ctx, "memtier_read", "size %d too large", uint64(size))
 	}
 	if target == C.MEMTIER_TARGET_CPU {
@@ -111,7 +127,7 @@ func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t,
 			p = C.GoString(e.path)
 		}
 		v[i] = engine.IOVec{Path: p, Off: uint64(e.offset), Size: uint64(e.size), Dst: hostSlice(e.dst, uint64(e.size))}
-		if e.dst == nil && e.size > 0 || uint64(e.size) > math.MaxInt64 {
+		if e.dst == nil && e.size > 0 || !hostSizeOK(e.dst, uint64(e.size)) {
 			v[i].Dst, v[i].Size = nil, uint64(e.size) // engine reports the bad element
 		}
 		if target == C.MEMTIER_TARGET_CPU {

@@ -14,19 +14,6 @@ import (
 	"github.com/memtier/memtier/runtime/engine"
 )
 
-// maxHostSlice is the largest destination viewed as a Go slice: unsafe.Slice
-// panics beyond the address space, and no file range is larger anyway. A
-// bigger size gets no slice, and the engine reports it as too small.
-const maxHostSlice = 1 << 47
-
-// dstSlice views a caller destination of n bytes; nil for NULL, 0 or absurd n.
-func dstSlice(p unsafe.Pointer, n uint64) []byte {
-	if n > maxHostSlice {
-		return nil
-	}
-	return hostSlice(p, n)
-}
-
 // mtgo_load_tensor is memtier_load_tensor past memtier.c's NULL-context check.
 //
 //export mtgo_load_tensor
@@ -40,7 +27,7 @@ func mtgo_load_tensor(id C.uint64_t, path *C.char, off, size C.uint64_t, dst uns
 		case uint64(size) > math.MaxInt64:
 			return badArg("memtier_load_tensor", "nbytes %d too large", uint64(size))
 		}
-		return ctx.LoadTensor(goPath(path), uint64(off), uint64(size), dstSlice(dst, uint64(size)), int(target))
+		return ctx.LoadTensor(goPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target))
 	})
 }
 
@@ -51,7 +38,7 @@ func goChunks(cv []C.memtier_chunk_t) []engine.Chunk {
 	v := make([]engine.Chunk, len(cv))
 	for i := range cv {
 		e := &cv[i]
-		v[i] = engine.Chunk{Off: uint64(e.offset), Size: uint64(e.size), Dst: dstSlice(e.dst, uint64(e.size))}
+		v[i] = engine.Chunk{Off: uint64(e.offset), Size: uint64(e.size), Dst: hostSlice(e.dst, uint64(e.size))}
 	}
 	return v
 }

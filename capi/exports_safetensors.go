@@ -156,7 +156,7 @@ func mtgo_safetensors_find(sid C.uint64_t, name *C.char, nameLen C.size_t, index
 		// longer name_len is not found without reading the caller's memory.
 		i := -1
 		if uint64(nameLen) <= uint64(h.f.HeaderLen) {
-			i = h.f.Index(string(dstSlice(unsafe.Pointer(name), uint64(nameLen))))
+			i = h.f.Index(string(hostSlice(unsafe.Pointer(name), uint64(nameLen))))
 		}
 		if i < 0 {
 			return errs.At(errs.NotFound, "memtier_safetensors_find", h.f.Path, -1, "no tensor named %q", cut(name, nameLen))
@@ -168,7 +168,7 @@ func mtgo_safetensors_find(sid C.uint64_t, name *C.char, nameLen C.size_t, index
 
 // cut is at most 200 bytes of a caller's name, for a message.
 func cut(name *C.char, n C.size_t) string {
-	return string(dstSlice(unsafe.Pointer(name), min(uint64(n), 200)))
+	return string(hostSlice(unsafe.Pointer(name), min(uint64(n), 200)))
 }
 
 // mtgo_safetensors_metadata returns the index-th metadata entry (sorted by key); past the end is EOF, not counted as an error.
@@ -229,7 +229,7 @@ func mtgo_safetensors_load(sid C.uint64_t, index C.size_t, dst unsafe.Pointer, d
 			return errs.At(errs.InvalidArg, "memtier_safetensors_load", h.f.Path, -1,
 				"dst_size %d is smaller than tensor %q (%d bytes)", uint64(dstSize), t.Name, n)
 		}
-		return h.f.Load(i, dstSlice(dst, n), int(target))
+		return h.f.Load(i, hostSlice(dst, n), int(target))
 	})
 }
 
@@ -251,7 +251,7 @@ func mtgo_safetensors_load_all(sid C.uint64_t, dsts *unsafe.Pointer, results *C.
 			t := &h.f.Tensors[i]
 			if p != nil {
 				// A zero-element tensor's slice is empty, not nil: it is loaded (result 0).
-				gd[i] = dstSlice(p, uint64(t.End-t.Begin))
+				gd[i] = hostSlice(p, uint64(t.End-t.Begin))
 				if gd[i] == nil {
 					gd[i] = []byte{}
 				}

@@ -430,7 +430,8 @@ MEMTIER_API int memtier_memory_limit(memtier_ctx_t* ctx, uint64_t* bytes_out, ch
  *   MEMTIER_ERR_EOF (offset + size is past end of file; dst is then not
  *     written beyond what the file holds, its content in the range unspecified)
  *   MEMTIER_ERR_INVALID_ARG (NULL ctx or path, NULL dst with size > 0,
- *     offset + size above 2^63 - 1, unknown target, a host dst for CUDA)
+ *     offset + size above 2^63 - 1, a host size above 2^47 (128 TiB, more
+ *     than a user address space holds), unknown target, a host dst for CUDA)
  *   MEMTIER_ERR_NOT_FOUND (no such file or object)
  *   MEMTIER_ERR_PERMISSION (open refused: EACCES/EPERM; HTTP 401/403)
  *   MEMTIER_ERR_IS_DIR (path is a directory)
@@ -570,8 +571,9 @@ MEMTIER_API int memtier_prefetch_async(memtier_ctx_t* ctx, const char* path, uin
  * Returns:
  *   MEMTIER_OK (the request is queued)
  *   MEMTIER_ERR_INVALID_ARG (NULL ctx, path or req_out, NULL dst with
- *     size > 0; for the CPU target also unknown flag bits and offset + size
- *     above 2^63 - 1: other read errors come from memtier_request_wait)
+ *     size > 0, size above 2^47; for the CPU target also unknown flag bits and
+ *     offset + size above 2^63 - 1: other read errors come from
+ *     memtier_request_wait)
  *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
  *   MEMTIER_ERR_FORKED (called in a forked child)
  * Thread safety: safe from many threads on one context.

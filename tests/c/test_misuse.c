@@ -46,6 +46,38 @@ static void check_bad_pointer(memtier_ctx_t* ctx, const char* p) {
  * gets its own result and the call the status of the lowest failed index
  * (the header's contract; the cache-hit copy once failed the whole call, or
  * gave INTERNAL for a pointer below 4096). */
+/* Sizes no caller buffer can have (2^63, 2^50: above the address space Go
+ * can view) are INVALID_ARG: for readv that element only, the others read;
+ * they were a recovered panic (INTERNAL) with every result left unset. */
+static void check_oversize(memtier_ctx_t* ctx) {
+    const char* p = mt_make_pfile("big.bin", 128 * 1024);
+    static uint8_t d[20 * 4096];
+    const uint64_t huge[2] = {UINT64_C(1) << 63, UINT64_C(1) << 50};
+    for (int h = 0; h < 2; h++) {
+        for (int n = 1; n <= 20; n += 19) { /* one element; 20 (the cache-off C pread plan's size) */
+            memtier_iovec_t v[20];
+            for (int k = 0; k < n; k++) v[k] = (memtier_iovec_t){(uint64_t)k * 4096, 4096, d + k * 4096, NULL, -99};
+            const int bad = n == 1 ? 0 : 7;
+            v[bad].size = huge[h];
+            MT_STATUS(memtier_readv(ctx, p, v, (size_t)n, MEMTIER_TARGET_CPU), MEMTIER_ERR_INVALID_ARG);
+            for (int k = 0; k < n; k++) {
+                if (k == bad)
+                    MT_CHECK(v[k].result == MEMTIER_ERR_INVALID_ARG, "oversize element: result %lld",
+                             (long long)v[k].result);
+                else
+                    MT_CHECK(v[k].result == 4096 && mt_find_p_mismatch(d + k * 4096, (uint64_t)k * 4096, 4096) < 0,
+                             "element %d beside an oversize one: result %lld", k, (long long)v[k].result);
+            }
+        }
+        MT_STATUS(memtier_read(ctx, p, 0, huge[h], d, MEMTIER_TARGET_CPU), MEMTIER_ERR_INVALID_ARG);
+        MT_CHECK(strstr(memtier_last_error(), "too large") != NULL, "read: last_error \"%s\"", memtier_last_error());
+        memtier_request_t* rq = NULL;
+        MT_STATUS(memtier_read_async(ctx, p, 0, huge[h], d, MEMTIER_TARGET_CPU, 0, &rq), MEMTIER_ERR_INVALID_ARG);
+        MT_CHECK(strstr(memtier_last_error(), "too large") != NULL, "read_async: last_error \"%s\"",
+                 memtier_last_error());
+    }
+}
+
 static void check_readv_bad_elements(memtier_ctx_t* ctx) {
     const char* p = mt_make_pfile("rv.bin", 64 * 1024);
     uint8_t d[64];
@@ -108,6 +140,7 @@ int main(void) {
 
     check_bad_pointer(ctx, p);
     check_readv_bad_elements(ctx);
+    check_oversize(ctx);
 
     memtier_iovec_t one = {0, 8, NULL, NULL, 0};
     uint8_t b8[8];
