@@ -184,7 +184,14 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     multiprocessing_context="spawn" or "forkserver", persistent_workers=True)``
     (``persistent_workers`` keeps spawned workers, and their start-up, across
     epochs). With ``fork_fallback=False`` a forked worker raises
-    :class:`memtier.ForkError` at its first read instead. Reads are positional
+    :class:`memtier.ForkError` at its first read instead. A forked worker
+    checks the data file against the version ``stat``-ed when the dataset was
+    built (dev, inode, size, mtime, ctime) when it opens its descriptor and,
+    unless ``context_options`` set ``freshness="open"``, after every batch
+    (one ``fstat`` and one ``stat`` of the path): a file rewritten in place or
+    replaced by rename raises :class:`memtier.MemTierError` ("changed since
+    open ... build the dataset again") instead of returning bytes. (A process
+    that reads through its own Context reads the new version.) Reads are positional
     in every mode (no shared file offset between workers). A CUDA target in a
     forked worker reads into host memory and copies with ``.to()``.
 

@@ -141,7 +141,13 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
     from this process cannot use its Go runtime; they read each batch's
     members with one ``memtier_pread_batch`` call (pure C, exact bytes, no
     DRAM cache; :attr:`io_path` ``"fork-batch"``), or raise, as
-    ``fork_fallback`` says. Only with a library that lacks that entry do they
+    ``fork_fallback`` says. Such a worker checks each shard against the
+    version indexed here (dev, inode, size, mtime, ctime) when it opens its
+    descriptor and, unless ``context_options`` set ``freshness="open"``,
+    after every batch (one ``fstat`` and one ``stat`` per shard of the
+    batch): a shard rewritten or replaced since raises the same
+    :class:`memtier.MemTierError` ("the shard changed since the dataset was
+    built ... build the dataset again"), never other bytes. Only with a library that lacks that entry do they
     read member by member with ``os.pread``, warning once per process with
     the fix (``multiprocessing_context="spawn"`` or ``"forkserver"``,
     ``persistent_workers=True``).
