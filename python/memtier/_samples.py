@@ -12,11 +12,11 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
-from . import _dsstats, _dtypes, _errors, _ffi, _fork, _log
+from . import _constants, _dsstats, _dtypes, _errors, _ffi, _fork, _log
 from ._context import Context
 from ._options import CONFIG_KEYS
 from ._paths import _is_url
@@ -84,7 +84,7 @@ class _ProcState:
     memtier_pread_batch or the os.pread fallback, and its pool of batch
     buffers (subclasses add their handles or descriptors)."""
 
-    __slots__ = ("pid", "ctx", "batch", "fallback_reads", "pool", "stats_call", "hits")
+    __slots__ = ("pid", "ctx", "batch", "fallback_reads", "pool", "stats_call", "hits", "strict")
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -96,6 +96,9 @@ class _ProcState:
         self.pool = _BufferPool()
         self.stats_call: Any = None  # (memtier_stats_sized, handle, stats buffer, size) of ctx
         self.hits = (0, 0)  # ctx's cache_hit_requests, cache_hit_bytes when last counted
+        # a forked process: check every batch's files (freshness strict or
+        # interval), not only at open (freshness "open")
+        self.strict = True
 
     def hit_delta(self) -> Tuple[int, int]:
         """The DRAM-cache hit requests and bytes of ctx since the last call
@@ -135,6 +138,32 @@ def _once(table: Dict[int, _V], lock: threading.Lock, key: int, make: Callable[.
 
 def _open_rdonly(path: str) -> int:
     return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+
+
+#: A file version as a forked process checks it: (st_dev, st_ino, st_size,
+#: st_mtime_ns, st_ctime_ns) of an os.stat_result.
+Identity = Tuple[int, int, int, int, int]
+
+
+def identity(st: os.stat_result) -> Identity:
+    """The version of a file that ``st`` describes (see :data:`Identity`)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _strict_freshness(opts: Mapping[str, Any]) -> bool:
+    """Whether a forked process checks its files at every batch: False only
+    for freshness "open" (``context_options`` or ``MEMTIER_FRESHNESS``), which
+    checks at open only, as a context does. "interval" is checked at every
+    batch (a forked process keeps no clock per file; stricter is never stale)."""
+    f = opts.get("freshness")
+    if f is None:
+        f = os.environ.get("MEMTIER_FRESHNESS", "")
+    if isinstance(f, str):
+        return f.strip().lower() != "open"
+    try:
+        return operator.index(f) != _constants.FRESHNESS_OPEN
+    except TypeError:
+        return True  # the Context of a process that can load the library reports a bad value
 
 
 def _pread_full(fd: int, mv: memoryview, off: int, path: str, where: str = "MemTierDataset") -> None:
@@ -360,6 +389,7 @@ class _PerProcess(Generic[_S]):
                         "without MemTier's Go runtime" % self._FORK_ADVICE,
                     ) from e
                 self._refuse_remote_fallback()
+                st.strict = _strict_freshness(self._context_options)
                 self._start_fallback(st)
                 st.batch = _fork.inherited_pread_batch() if self._fork_batch else None
                 if st.batch is None:
@@ -383,12 +413,65 @@ class _PerProcess(Generic[_S]):
         # stacklevel: here, _state, the read method, then the caller of ds[i]
         warnings.warn(self._fallback_message(), RuntimeWarning, stacklevel=4)
 
+    def _changed_error(self, path: str) -> _errors.MemTierError:
+        """The error of a forked process whose file ``path`` is no longer the
+        version the dataset was built from (the subclass's text: the one its
+        MemTier path gives)."""
+        raise NotImplementedError
+
+    def _open_checked(self, path: str, ident: Optional[Identity]) -> int:
+        """A forked process's descriptor of ``path``, which must still be the
+        version ``ident`` the dataset was built from (None: not recorded)."""
+        fd = _open_rdonly(path)
+        if ident is not None:
+            try:
+                now: Optional[Identity] = identity(os.fstat(fd))
+            except OSError:
+                now = None
+            if now != ident:
+                os.close(fd)
+                raise self._changed_error(path)
+        return fd
+
+    def _check_files(self, files: Sequence[Tuple[int, str, Optional[Identity]]]) -> None:
+        """Raise :meth:`_changed_error` unless each (descriptor, path, identity)
+        still is that version: one ``fstat`` (rewritten in place) and one
+        ``stat`` of the path (replaced by rename) per file."""
+        for fd, path, ident in files:
+            if ident is None:
+                continue
+            try:
+                same = identity(os.fstat(fd)) == ident and identity(os.stat(path)) == ident
+            except OSError:
+                same = False
+            if not same:
+                raise self._changed_error(path)
+
     def _fork_read(self, st: _S, fds: np.ndarray, offs: np.ndarray, sizes: np.ndarray,
-                   buf: np.ndarray, starts: np.ndarray, paths: Callable[[int], str]) -> int:
+                   buf: np.ndarray, starts: np.ndarray, paths: Callable[[int], str],
+                   files: Sequence[Tuple[int, str, Optional[Identity]]] = ()) -> int:
         """In a forked process: range i (``sizes[i]`` bytes at ``offs[i]`` of
         descriptor ``fds[i]``, of file ``paths(i)``) into ``buf[starts[i]:]``;
         returns the stats field of the path it took. Ranges of 0 bytes read
-        nothing. Raises the MemTierError of the lowest-index range that failed."""
+        nothing. Raises the MemTierError of the lowest-index range that failed.
+
+        ``files`` lists each distinct (descriptor, path, identity at build) of
+        the ranges. With ``st.strict`` they are checked after the read, before
+        any byte is returned, so a file changed before or during the read
+        raises :meth:`_changed_error` (never stale bytes); a failed read is
+        reported as that change when one explains it (a shorter file)."""
+        try:
+            field = self._fork_read_ranges(st, fds, offs, sizes, buf, starts, paths)
+        except _errors.MemTierError:
+            self._check_files(files)
+            raise
+        if st.strict:
+            self._check_files(files)
+        return field
+
+    def _fork_read_ranges(self, st: _S, fds: np.ndarray, offs: np.ndarray, sizes: np.ndarray,
+                          buf: np.ndarray, starts: np.ndarray, paths: Callable[[int], str]) -> int:
+        """The reads of :meth:`_fork_read`, without the freshness check."""
         n = int(sizes.shape[0])
         if st.batch is None:
             mv = buf.data  # a memoryview of the uint8 buffer

@@ -66,9 +66,9 @@ def _regular_file_stat(path: str, what: str) -> os.stat_result:
     return st
 
 
-def _local_data_size(path: str) -> int:
-    """The size of a local data file (errors as :func:`_regular_file_stat`)."""
-    return int(_regular_file_stat(path, "MemTierDataset data file").st_size)
+def _local_data_stat(path: str) -> os.stat_result:
+    """``os.stat`` of a local data file (errors as :func:`_regular_file_stat`)."""
+    return _regular_file_stat(path, "MemTierDataset data file")
 
 
 def _local_index(path: str, data_size: int) -> np.ndarray:
@@ -85,11 +85,12 @@ class _ProcState(_samples._ProcState):
     """What one process uses to read: its own Context, or the pread fallback
     on its own descriptor, and its pool of batch buffers."""
 
-    __slots__ = ("fd", "cuda_ok")
+    __slots__ = ("fd", "cuda_ok", "files")
 
     def __init__(self, pid: int) -> None:
         super().__init__(pid)
         self.fd = -1
+        self.files: List[Any] = []  # [(fd, data file, identity at build)] of a forked process
         self.cuda_ok = False  # target "cuda": checked in this process
 
 
@@ -183,7 +184,14 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
     multiprocessing_context="spawn" or "forkserver", persistent_workers=True)``
     (``persistent_workers`` keeps spawned workers, and their start-up, across
     epochs). With ``fork_fallback=False`` a forked worker raises
-    :class:`memtier.ForkError` at its first read instead. Reads are positional
+    :class:`memtier.ForkError` at its first read instead. A forked worker
+    checks the data file against the version ``stat``-ed when the dataset was
+    built (dev, inode, size, mtime, ctime) when it opens its descriptor and,
+    unless ``context_options`` set ``freshness="open"``, after every batch
+    (one ``fstat`` and one ``stat`` of the path): a file rewritten in place or
+    replaced by rename raises :class:`memtier.MemTierError` ("changed since
+    open ... build the dataset again") instead of returning bytes. (A process
+    that reads through its own Context reads the new version.) Reads are positional
     in every mode (no shared file offset between workers). A CUDA target in a
     forked worker reads into host memory and copies with ``.to()``.
 
@@ -263,9 +271,15 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         if _is_url(self._data_file) or _is_url(self._index_file):
             self._open_remote()
         else:
-            self._data_size = _local_data_size(self._data_file)
+            self._set_data_stat(_local_data_stat(self._data_file))
             self._ranges = _local_index(self._index_file, self._data_size)
         self._ranges.setflags(write=False)
+
+    def _set_data_stat(self, st: os.stat_result) -> None:
+        """The size that bounds the index and the version of the data file
+        (its identity, the one stat) that forked processes check theirs against."""
+        self._data_size = int(st.st_size)
+        self._data_ident: Optional[_samples.Identity] = _samples.identity(st)
 
     def _open_remote(self) -> None:
         """The data size and the index of a dataset with a URL among its two
@@ -277,8 +291,9 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         where = "MemTierDataset"
         if _is_url(self._data_file):
             self._data_size = _object_size(st.ctx, self._data_file, where)
+            self._data_ident = None  # forked processes cannot read a URL
         else:
-            self._data_size = _local_data_size(self._data_file)
+            self._set_data_stat(_local_data_stat(self._data_file))
         if _is_url(self._index_file):
             data = _read_object(st.ctx, self._index_file, where)
             self._ranges = _index.parse_index_bytes(data, self._data_size, path=self._index_file)
@@ -340,7 +355,16 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         return [self._data_file]
 
     def _start_fallback(self, st: _ProcState) -> None:
-        st.fd = _samples._open_rdonly(self._data_file)
+        ident = getattr(self, "_data_ident", None)
+        st.fd = self._open_checked(self._data_file, ident)
+        st.files = [(st.fd, self._data_file, ident)]
+
+    def _changed_error(self, path: str) -> _errors.MemTierError:
+        # the library's text for a handle whose file changed ("changed since open")
+        return _errors.make_error(
+            _errors.ERR_IO, "MemTierDataset: read %s" % path,
+            "file changed since open (size, mtime or inode differ): the data file is not the version "
+            "the dataset was built from; build the dataset again", filename=path)
 
     def _path_of(self, i: int) -> str:
         return self._data_file
@@ -395,7 +419,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                     field = _dsstats.F_MEMTIER
                 else:
                     field = self._fork_read(st, np.array([st.fd]), np.array([off]), np.array([length]),
-                                            buf, np.zeros(1, dtype=np.int64), self._path_of)
+                                            buf, np.zeros(1, dtype=np.int64), self._path_of, st.files)
                     st.fallback_reads += 1
                 self._count(st, 1, length, field, 1)
             else:
@@ -468,7 +492,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
             starts = np.zeros(len(lengths), dtype=np.int64)
             np.cumsum(lengths[:-1], out=starts[1:])
             field = self._fork_read(st, np.full(len(lengths), st.fd), ranges[:, 0], lengths, host, starts,
-                                    self._path_of)
+                                    self._path_of, st.files)
             st.fallback_reads += nonzero
             buf = _torch.from_numpy(host).to(self._target)
         else:
@@ -530,7 +554,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                 np.cumsum(nl[:-1], out=starts[1:])
                 try:
                     field = self._fork_read(st, np.full(len(nl), st.fd), nz[:, 0], nl, buf, starts,
-                                            self._path_of)
+                                            self._path_of, st.files)
                 except _errors.MemTierError as e:
                     self._name_sample(e, idx, keep)
                     raise

@@ -141,7 +141,13 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
     from this process cannot use its Go runtime; they read each batch's
     members with one ``memtier_pread_batch`` call (pure C, exact bytes, no
     DRAM cache; :attr:`io_path` ``"fork-batch"``), or raise, as
-    ``fork_fallback`` says. Only with a library that lacks that entry do they
+    ``fork_fallback`` says. Such a worker checks each shard against the
+    version indexed here (dev, inode, size, mtime, ctime) when it opens its
+    descriptor and, unless ``context_options`` set ``freshness="open"``,
+    after every batch (one ``fstat`` and one ``stat`` per shard of the
+    batch): a shard rewritten or replaced since raises the same
+    :class:`memtier.MemTierError` ("the shard changed since the dataset was
+    built ... build the dataset again"), never other bytes. Only with a library that lacks that entry do they
     read member by member with ``os.pread``, warning once per process with
     the fix (``multiprocessing_context="spawn"`` or ``"forkserver"``,
     ``persistent_workers=True``).
@@ -235,7 +241,13 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         s_start: List[int] = []
         s_key: List[str] = []
         s_shard: List[int] = []
+        idents: List[Optional[_samples.Identity]] = []
         for s, path in enumerate(self._paths):
+            # The version forked processes check their descriptors against:
+            # the shard's identity before its handle was opened, which must
+            # still hold once its member table is read (else the table may
+            # describe another version).
+            before = None if _is_url(path) else self._stat_identity(s)
             sh = self._shard(st, s)
             rc = lib.memtier_dataset_count(sh.h, cnt)
             if rc:
@@ -274,6 +286,13 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
                 m_off.append(int(offp[0]))
                 m_size.append(int(sizep[0]))
                 m_ext.append(ext)
+            if before is not None and self._stat_identity(s) != before:
+                raise _errors.make_error(
+                    _errors.ERR_IO, "TarShardDataset: %s" % self._urls[s],
+                    "the shard changed while it was being indexed; build the dataset again",
+                    filename=path)
+            idents.append(before)
+        self._idents = idents
         s_start.append(len(m_off))
         self._m_shard = np.array(m_shard, dtype=np.int32)
         self._m_idx = np.array(m_idx, dtype=np.uint64)
@@ -338,8 +357,27 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
     def _shard(self, st: _ProcState, s: int) -> _Shard:
         return _samples._once(st.shards, st.lock, s, _Shard, st.ctx, self._paths[s])
 
+    def _stat_identity(self, s: int) -> _samples.Identity:
+        try:
+            return _samples.identity(os.stat(self._paths[s]))
+        except OSError as e:
+            raise _errors.from_os_error(e, "TarShardDataset", self._paths[s]) from None
+
+    def _ident(self, s: int) -> Optional[_samples.Identity]:
+        idents = getattr(self, "_idents", None)  # None: pickled by an older version
+        return idents[s] if idents is not None else None
+
     def _fd(self, st: _ProcState, s: int) -> int:
-        return _samples._once(st.fds, st.lock, s, _samples._open_rdonly, self._paths[s])
+        """A forked process's descriptor of shard ``s`` (checked at open)."""
+        return _samples._once(st.fds, st.lock, s, self._open_checked, self._paths[s], self._ident(s))
+
+    def _changed_error(self, path: str) -> _errors.MemTierError:
+        # the text of a spawned process whose shard's member table differs
+        url = self._urls[self._paths.index(path)]
+        return _errors.make_error(
+            _errors.ERR_IO, "TarShardDataset: %s" % url,
+            "the shard changed since the dataset was built (size, mtime or inode differ); "
+            "build the dataset again", filename=path)
 
     def close(self) -> None:
         """Release this process's Context, shard handles and descriptors (the next read makes new ones)."""
@@ -388,10 +426,13 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
             else:
                 shard_of = self._m_shard[mem]
                 fd_of = np.full(len(self._paths), -1, dtype=np.int32)
+                files = []
                 for s in np.unique(shard_of).tolist():
-                    fd_of[s] = self._fd(st, s)
+                    fd = self._fd(st, s)
+                    fd_of[s] = fd
+                    files.append((fd, self._paths[s], self._ident(s)))
                 field = self._fork_read(st, fd_of[shard_of], self._m_off[mem], sizes, buf, pos[:-1],
-                                        lambda i: self._paths[int(shard_of[i])])
+                                        lambda i: self._paths[int(shard_of[i])], files)
                 st.fallback_reads += total_m
             self._count(st, len(samples), total, field, int(np.count_nonzero(sizes)))
         else:
