@@ -230,6 +230,7 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
 
     def _build_index(self) -> None:
         st = self._build_state("index the shards")
+        self._open_urls(st)
         ctx = st.ctx
         ffi, lib = ctx._ffi, ctx._lib
         cnt = ffi.new("uint64_t *")
@@ -244,7 +245,6 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         s_start: List[int] = []
         s_key: List[str] = []
         s_shard: List[int] = []
-        self._open_urls(st)
         for s, path in enumerate(self._paths):
             sh = self._shard(st, s)
             rc = lib.memtier_dataset_count(sh.h, cnt)
