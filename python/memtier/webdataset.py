@@ -51,6 +51,15 @@ def base_plus_ext(path: str) -> Tuple[Optional[str], Optional[str]]:
     return m.group(1), m.group(2)
 
 
+# Threads that open a dataset's URL shards at once (_open_urls): one per CPU, 2 to 8.
+# Below a disk cache an open fetches up to 4 disk blocks at a time and writes them to
+# the disk tier (runtime/engine/tarfetch.go), CPU work (receive, checksum, write) that
+# more threads than CPUs do not speed up: bench_remote's 8 shards of 33 MB on the 2-CPU
+# build machine, construction medians of 5 interleaved runs: 0.93 s opened one after
+# another, 0.78 s with 2 threads, 0.80 s with 8 (main: 1.01 s). Each open holds one
+# window (16 MiB by default) while it runs.
+_OPEN_THREADS = max(2, min(8, os.cpu_count() or 2))
+
 # A WebDataset brace pattern: "{000..009}" ranges or "{a,b}" lists.
 _BRACES = re.compile(r"\{[^{}]*(\.\.|,)[^{}]*\}")
 
@@ -227,6 +236,7 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
 
     def _build_index(self) -> None:
         st = self._build_state("index the shards")
+        self._open_urls(st)
         ctx = st.ctx
         ffi, lib = ctx._ffi, ctx._lib
         cnt = ffi.new("uint64_t *")
@@ -306,6 +316,44 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
             a.setflags(write=False)
         # this process's handles made the table: nothing to check against it
         st.checked = np.ones(len(m_ext), dtype=bool)
+
+    def _open_urls(self, st: _ProcState) -> None:
+        """Open the URL shards in parallel threads (the library call releases the GIL).
+
+        Opening a URL shard indexes it through the disk tier, which fetches the blocks under
+        its headers (every block, for small members); one after another, a dataset's shards
+        waited for each other's GETs and disk writes. Local shards are opened as before, by
+        ``_build_index``. The first error (in shard order) is raised after every open ended.
+        """
+        todo = [s for s, p in enumerate(self._paths) if _is_url(p) and s not in st.shards]
+        if len(todo) < 2:
+            return
+        opened: Dict[int, _Shard] = {}
+        errors: Dict[int, BaseException] = {}
+
+        def work(queue: List[int]) -> None:
+            while True:
+                try:
+                    s = queue.pop()
+                except IndexError:
+                    return
+                try:
+                    opened[s] = _Shard(st.ctx, self._paths[s])
+                except BaseException as e:  # re-raised below, in shard order
+                    errors[s] = e
+
+        queue = list(reversed(todo))  # list.pop is atomic: the threads share it
+        threads = [threading.Thread(target=work, args=(queue,), daemon=True)
+                   for _ in range(min(len(todo), _OPEN_THREADS))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with st.lock:
+            for s, sh in opened.items():
+                st.shards.setdefault(s, sh)
+        if errors:
+            raise errors[min(errors)]
 
     # ------------------------------------------------------------ properties
 

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"io"
+
 	"github.com/memtier/memtier/runtime/diskcache"
 	"github.com/memtier/memtier/runtime/errs"
 	"github.com/memtier/memtier/runtime/files"
@@ -91,7 +93,12 @@ func (c *Context) parseIndex(indexPath string, dataSize int64) ([]objects.Record
 // opening the same shard again reads no headers; below a disk cache it is
 // also kept beside the shard's blocks (diskcache.MetaTarIndex), so another
 // process opening the same version reads no headers either (a scan through
-// the disk tier reads every piece of a shard of small samples). Errors: errs.Format for a
+// the disk tier reads every piece of a shard of small samples). Below a
+// disk cache the headers are read through tarFetchReader: the shard's disk
+// blocks are fetched a window of several at a time, their GETs in parallel,
+// instead of one block after another as the parser reached it. Safe to call
+// from several goroutines at once (python/memtier/webdataset.py opens a
+// dataset's URL shards in parallel). Errors: errs.Format for a
 // malformed archive, the open errors of Read, errs.InvalidArg, errs.Closed.
 func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
 	if err := c.enter(); err != nil {
@@ -118,7 +125,13 @@ func (c *Context) OpenTarDataset(path string) (*Dataset, error) {
 			}
 		}
 		if members == nil {
-			if members, err = objects.ParseTar(c.metaReader(f), int64(f.Size())); err != nil {
+			var r io.ReaderAt = c.metaReader(f)
+			if ro != nil && disk != nil {
+				fr := newTarFetchReader(disk, ro)
+				defer fr.release()
+				r = fr
+			}
+			if members, err = objects.ParseTar(r, int64(f.Size())); err != nil {
 				return nil, stampPath(err, displayName(f))
 			}
 			if ro != nil && disk != nil {

@@ -274,6 +274,11 @@ def _case_tar_shard_dataset(s3, tmp_path, ctx):
         ref.close()
     with pytest.raises(memtier.NotFoundError, match="bkt/nope.tar"):
         memtier.TarShardDataset([s3[1]("nope.tar")])
+    # URL shards are opened in parallel threads: the error raised is the first
+    # missing shard's in list order, whichever open failed first.
+    with pytest.raises(memtier.NotFoundError, match="bkt/nope-a.tar") as ei:
+        memtier.TarShardDataset([u1, s3[1]("nope-a.tar"), u2, s3[1]("nope-b.tar")])
+    assert "nope-b" not in str(ei.value)
     with pytest.raises(ValueError, match="pipe: spec or a URL of a scheme"):
         memtier.TarShardDataset(["ftp://host/x.tar"])
 
