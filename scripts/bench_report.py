@@ -650,7 +650,7 @@ def plot(rows: List[Dict[str, Any]], path: str, title: str) -> Optional[str]:
               loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=3, fontsize=8, frameon=False)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # the title and x label extend past the axes
     plt.close(fig)
     return None
 
