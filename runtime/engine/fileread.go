@@ -36,6 +36,19 @@ func (c *Context) metaReader(o source.Object) *objectReader {
 	return &objectReader{c: c, o: o}
 }
 
+// readSpan clamps a ReadAt of n bytes at off to an object of size bytes:
+// the range [start, start+want) to read, or want 0 with the answer's error
+// (nil for an empty read at or before the end, io.EOF at or past it).
+func readSpan(size uint64, off int64, n int) (start, want uint64, err error) {
+	if off < 0 || uint64(off) >= size {
+		if n == 0 && off >= 0 {
+			return 0, 0, nil
+		}
+		return 0, 0, io.EOF
+	}
+	return uint64(off), min(uint64(n), size-uint64(off)), nil
+}
+
 // ReadAt reads len(p) bytes at off; fewer only at the object's end, with
 // io.EOF. A local file is read with pread on its descriptor; a remote object
 // through the source, in windows of metaWindow.
@@ -51,14 +64,10 @@ func (r *objectReader) ReadAt(p []byte, off int64) (int, error) {
 		return n, nil
 	}
 	size := r.o.Size()
-	if off < 0 || uint64(off) >= size {
-		if len(p) == 0 && off >= 0 {
-			return 0, nil
-		}
-		return 0, io.EOF
+	start, want, err := readSpan(size, off, len(p))
+	if want == 0 {
+		return 0, err
 	}
-	start := uint64(off)
-	want := min(uint64(len(p)), size-start)
 	if start < r.winOff || start+want > r.winOff+uint64(len(r.win)) {
 		if want >= metaWindow {
 			if _, err := r.c.src.ReadAt(r.o, p[:want], start, source.PathBuffered); err != nil {

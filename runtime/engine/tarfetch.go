@@ -66,14 +66,10 @@ func newTarFetchReader(disk *diskcache.Source, o *remote.Object) *tarFetchReader
 // io.EOF. Errors are the disk tier's (the GET's failure).
 func (r *tarFetchReader) ReadAt(p []byte, off int64) (int, error) {
 	size := r.o.Size()
-	if off < 0 || uint64(off) >= size {
-		if len(p) == 0 && off >= 0 {
-			return 0, nil
-		}
-		return 0, io.EOF
+	start, want, err := readSpan(size, off, len(p))
+	if want == 0 {
+		return 0, err
 	}
-	start := uint64(off)
-	want := min(uint64(len(p)), size-start)
 	end := r.winOff + uint64(len(r.win))
 	if r.win != nil && start >= r.winOff && start < end && start+want > end {
 		// Across the window's end (archive/tar's reads straddle a block
