@@ -1,10 +1,14 @@
 package diskcache
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +24,8 @@ import (
 // does below the engine: one object (1024 MiB; FIRSTLOAD_MIB changes it)
 // from versitygw on loopback into a buffer, at each concurrency in
 // FIRSTLOAD_CONC (default 8,16,64), alternating over FIRSTLOAD_REPS (3)
-// rounds:
+// rounds, each read but remote after a pretouch of FIRSTLOAD_PRETOUCH (0)
+// times the object's bytes:
 //   - remote: remote.Source alone (the client's ceiling on this server);
 //   - first: remote + disk cache into an empty directory (default
 //     Options), the read's own time, which includes its write-through;
@@ -40,6 +45,7 @@ func BenchmarkFirstLoadVersitygw(b *testing.B) {
 	if os.Getenv("FIRSTLOAD_ONLY") != "" {
 		modes = []string{os.Getenv("FIRSTLOAD_ONLY")}
 	}
+	touch := firstLoadEnv("FIRSTLOAD_PRETOUCH", []int{0})[0]
 	n := mib << 20
 	want := pattern(n, 31)
 	g.seed(b, "big.bin", want)
@@ -56,7 +62,7 @@ func BenchmarkFirstLoadVersitygw(b *testing.B) {
 	for i := 0; i < n; i += 4096 {
 		dst[i] = 1 // fault the pages in before timing
 	}
-	got := map[string][]float64{}
+	got, cpus, srv := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for b.Loop() {
 		for range reps {
 			for _, conc := range concs {
@@ -89,11 +95,14 @@ func BenchmarkFirstLoadVersitygw(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					t0 := time.Now()
+					if touch > 0 && mode != "remote" {
+						pretouch(b, touch*n)
+					}
+					s0, c0, t0 := procCPU(g.Pid), cpuTime(), time.Now()
 					if _, err := src.ReadAt(o, dst, 0, source.PathBuffered); err != nil {
 						b.Fatal(err)
 					}
-					d := time.Since(t0)
+					d, cpu, scpu := time.Since(t0), cpuTime()-c0, procCPU(g.Pid)-s0
 					o.Release()
 					if c != nil {
 						c.Close()
@@ -104,6 +113,8 @@ func BenchmarkFirstLoadVersitygw(b *testing.B) {
 					cl.Close()
 					k := fmt.Sprintf("%-6s conc %3d", mode, conc)
 					got[k] = append(got[k], float64(n)/d.Seconds()/1e6)
+					cpus[k] = append(cpus[k], cpu.Seconds()/(float64(n)/1e9))
+					srv[k] = append(srv[k], scpu.Seconds()/(float64(n)/1e9))
 				}
 			}
 		}
@@ -113,12 +124,62 @@ func BenchmarkFirstLoadVersitygw(b *testing.B) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	fmt.Printf("\n%d MiB from versitygw on loopback, %d rounds (MB/s median / best)\n", mib, reps)
+	fmt.Printf("\n%d MiB from versitygw on loopback, %d rounds (MB/s median / best; CPU s per GB of this process and of versitygw, medians)\n", mib, reps)
 	for _, k := range keys {
 		v := append([]float64(nil), got[k]...)
 		sort.Float64s(v)
-		fmt.Printf("  %s %6.0f / %6.0f\n", k, v[len(v)/2], v[len(v)-1])
+		u := append([]float64(nil), cpus[k]...)
+		sort.Float64s(u)
+		w := append([]float64(nil), srv[k]...)
+		sort.Float64s(w)
+		fmt.Printf("  %s %6.0f / %6.0f MB/s  client %5.2f, server %5.2f CPU s/GB\n", k, v[len(v)/2], v[len(v)-1], u[len(u)/2], w[len(w)/2])
 	}
+}
+
+// pretouch writes a byte per page of n bytes of new anonymous memory
+// (huge pages asked for) and unmaps it, as bench_remote's children do
+// before their clock ("Fair start" in its doc): the memory the read then
+// allocates was freed a moment ago, not yet handed back to the host.
+func pretouch(b *testing.B, n int) {
+	m, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = syscall.Madvise(m, 14) // MADV_HUGEPAGE
+	for i := 0; i < n; i += 4096 {
+		m[i] = 1
+	}
+	if err := syscall.Munmap(m); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// cpuTime is this process's user and system CPU time so far (every
+// goroutine's; versitygw's is its own process's).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the user and system CPU time of process pid so far (0 when
+// /proc does not say), at the kernel's clock-tick resolution (10 ms).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // newLocalSource returns a source.Local as the engine's buffered path
