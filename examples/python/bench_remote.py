@@ -68,9 +68,10 @@ reported. A MemTier first-load child pretouches too: it loads once (its disk cac
 empty), and its disk tier writes the load's bytes into new page-cache memory, while a peer's
 row is the best of ``--runs`` loads in one process, whose later loads reuse the memory the
 earlier ones freed. Measured below the engine (runtime/diskcache BenchmarkFirstLoadVersitygw,
-1 GiB, load average 8-11): 50% of a first load's samples were the write's copy into the page
-cache (copy_folio_from_iter_atomic, 40x the socket receive's _copy_to_iter), and it cost
-0.56-0.63 CPU s/GB after a 2x pretouch against 0.91-1.81 without.
+1 GiB, load average 8-11): 50% of a first load's samples were the disk tier's write into new
+page-cache memory (copy_folio_from_iter_atomic, 40x the socket receive's _copy_to_iter; the
+entry checksums 0.5%), and the load cost a median 0.545 CPU s/GB after a 2x pretouch against
+1.25 without.
 
 What each client needed for versitygw (endpoint http://127.0.0.1:PORT, region us-east-1,
 access key and secret, path-style addressing):
