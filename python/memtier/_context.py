@@ -942,12 +942,19 @@ class Context:
         for k, item in enumerate(ranges):
             try:
                 off, size = item
-                off = off.__index__()
-                size = size.__index__()
-            except (TypeError, ValueError, AttributeError):
+            except (TypeError, ValueError):
                 raise ValueError(
                     f"ranges must have shape (N, 2): range {k} is {item!r}, not an "
                     "(offset, size) pair of integers") from None
+            try:
+                off = off.__index__()
+                size = size.__index__()
+            except (TypeError, AttributeError):
+                # A pair of the right shape with a float (or str, None) in it:
+                # TypeError, as for an array of floats and as os.preadv raises.
+                raise TypeError(
+                    f"ranges must be (offset, size) integer pairs: range {k} is {item!r}"
+                ) from None
             if off < 0 or size < 0:
                 raise ValueError(f"range {k} has a negative offset or size: {(off, size)}")
             if off >= 1 << 63 or size >= 1 << 63:

@@ -435,6 +435,46 @@ def test_readv_errors_are_the_same_in_both_modes(ctx, pfile, name, ranges, out, 
     assert getattr(ei.value, "index", None) == index
 
 
+LONG = [[0, 2]] * 50  # above _SMALL_READV: the numpy path of a list
+
+NON_INTEGER_RANGES = [
+    ("short list, float size", lambda: [[0, 2], [8, 2.0]], TypeError,
+     "ranges must be (offset, size) integer pairs: range 1 is [8, 2.0]"),
+    ("short list, float offset", lambda: [(0.5, 2)], TypeError,
+     "ranges must be (offset, size) integer pairs: range 0 is (0.5, 2)"),
+    ("short tuple, numpy float", lambda: ((0, np.float64(2)),), TypeError,
+     f"ranges must be (offset, size) integer pairs: range 0 is {(0, np.float64(2))!r}"),
+    ("short list, None", lambda: [[0, None]], TypeError,
+     "ranges must be (offset, size) integer pairs: range 0 is [0, None]"),
+    ("long list, float", lambda: LONG + [[8, 2.0]], TypeError,
+     "ranges must be (offset, size) integer pairs, got float64 values"),
+    ("float array", lambda: np.array([[0, 2], [8, 2]], dtype=np.float64), TypeError,
+     "ranges must be (offset, size) integer pairs, got float64 values"),
+    # the wrong shape stays a ValueError in every form
+    ("short list, a triple", lambda: [[0, 2, 3]], ValueError,
+     "ranges must have shape (N, 2): range 0 is [0, 2, 3], not an (offset, size) pair of "
+     "integers"),
+    ("short list, a bare int", lambda: [5], ValueError,
+     "ranges must have shape (N, 2): range 0 is 5, not an (offset, size) pair of integers"),
+]
+
+
+@pytest.mark.parametrize("name,ranges,exc,message", NON_INTEGER_RANGES,
+                         ids=[e[0] for e in NON_INTEGER_RANGES])
+def test_readv_non_integer_ranges_raise_type_error_in_every_form(ctx, pfile, name, ranges, exc,
+                                                                 message):
+    # A float offset or size is a TypeError whether ranges is a short list (the
+    # cffi loop), a long one or an array (numpy), as os.preadv(fd, bufs, 1.0)
+    # raises TypeError; a wrong shape is a ValueError in every form.
+    path = pfile(SIZE)
+    out = bytearray(200)
+    with pytest.raises(exc) as ei:
+        ctx.readv(path, ranges(), out=out)
+    assert type(ei.value) is exc
+    assert str(ei.value) == message
+    assert out == bytearray(200)  # raised before any I/O
+
+
 def test_readv_good_ranges_of_a_failed_call_are_read(ctx, pfile):
     path = pfile(SIZE)
     out = np.zeros(6, dtype=np.uint8)
