@@ -8,7 +8,8 @@
  * MEMTIER_LIBRARY, the packaged copy and the fork rules work unchanged.
  *
  * mtf_bind() also adds METH_FASTCALL functions to the module: read_into,
- * read, readv, ranges_total and set_path_cache. They take Python objects
+ * read, readv, ranges_total, set_path_cache and bind_context (which makes
+ * Context.read_into a method of this module: see there). They take Python objects
  * (buffers through the buffer protocol, numpy (N, 2) arrays through theirs), so a call
  * costs no cffi argument conversion, no ffi.from_buffer cdata and no numpy
  * temporaries. Each one *declines* (returns None, with no exception set and
@@ -30,7 +31,7 @@
 
 #include "memtier.h"
 
-#define MTF_API_VERSION 3
+#define MTF_API_VERSION 4
 
 typedef __typeof__(memtier_read_ex) mtf_read_ex_fn;
 typedef __typeof__(memtier_readv) mtf_readv_fn;
@@ -97,6 +98,10 @@ static int mtf_ctx_path(PyObject* hid, PyObject* path, memtier_ctx_t** ctx, cons
 /* A writable C-contiguous host buffer whose items are not Python objects
  * (an "O" item would then hold file bytes as PyObject pointers). */
 static int mtf_dest(PyObject* obj, Py_buffer* b) {
+    /* A type without the buffer protocol (a torch tensor) declines here: the
+     * TypeError PyObject_GetBuffer would format and we would clear costs
+     * more than the rest of a declined call. */
+    if (PyType_GetSlot(Py_TYPE(obj), Py_bf_getbuffer) == NULL) return -1;
     if (PyObject_GetBuffer(obj, b, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
         return -1;
     if (b->format != NULL && strchr(b->format, 'O') != NULL) {
@@ -147,6 +152,47 @@ static PyObject* mtf_call_path(PyObject* const* a, Py_ssize_t na) {
     return PyDict_GetItemWithError(mtf_path_cache, a[2]);
 }
 
+/* The body of read_into and of the Context.read_into method: a[] as
+ * read_into's arguments below. 1: read, *rc its status, *n its size; 0:
+ * declined (no exception set, nothing read). */
+static int mtf_read_into_core(PyObject* const* a, int* rc, uint64_t* n) {
+    PyObject* path = mtf_call_path(a, 7); /* borrowed */
+    if (path == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    memtier_ctx_t* ctx;
+    const char* p;
+    uint64_t off, flags;
+    if (mtf_ctx_path(a[0], path, &ctx, &p) < 0 || mtf_u64(a[3], &off) < 0 ||
+        mtf_u64(a[5], &flags) < 0 || flags > UINT32_MAX) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (a[6] == Py_True) flags |= MEMTIER_READ_IMMUTABLE;
+    Py_buffer b;
+    if (mtf_dest(a[4], &b) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    *n = (uint64_t)b.len;
+    if (*n > mtf_chunk) { /* split into CHUNK_BYTES calls by the Python caller */
+        PyBuffer_Release(&b);
+        return 0;
+    }
+    /* Another thread may clear the path cache while the GIL is released:
+     * hold the encoded path for the call. */
+    Py_INCREF(path);
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = mtf_read_ex(ctx, p, off, *n, b.buf, MEMTIER_TARGET_CPU, (uint32_t)flags);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path);
+    PyBuffer_Release(&b);
+    *rc = r;
+    return 1;
+}
+
 /* read_into(hid, pid, path, offset, buffer, flags, immutable)
  *   -> nbytes | status < 0 | None
  * memtier_read_ex of len(buffer) bytes at offset into buffer (target CPU),
@@ -157,31 +203,9 @@ static PyObject* mtf_call_path(PyObject* const* a, Py_ssize_t na) {
  * process, a path not in the cache, an immutable that is not a bool. */
 static PyObject* mtf_py_read_into(PyObject* self, PyObject* const* a, Py_ssize_t na) {
     (void)self;
-    PyObject* path = mtf_call_path(a, na); /* borrowed */
-    if (path == NULL) return mtf_decline();
-    memtier_ctx_t* ctx;
-    const char* p;
-    uint64_t off, flags;
-    if (mtf_ctx_path(a[0], path, &ctx, &p) < 0 || mtf_u64(a[3], &off) < 0 ||
-        mtf_u64(a[5], &flags) < 0 || flags > UINT32_MAX)
-        return mtf_decline();
-    if (a[6] == Py_True) flags |= MEMTIER_READ_IMMUTABLE;
-    Py_buffer b;
-    if (mtf_dest(a[4], &b) < 0) return mtf_decline();
-    const uint64_t n = (uint64_t)b.len;
-    if (n > mtf_chunk) { /* split into CHUNK_BYTES calls by the Python caller */
-        PyBuffer_Release(&b);
-        return mtf_decline();
-    }
-    /* Another thread may clear the path cache while the GIL is released:
-     * hold the encoded path for the call. */
-    Py_INCREF(path);
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = mtf_read_ex(ctx, p, off, n, b.buf, MEMTIER_TARGET_CPU, (uint32_t)flags);
-    Py_END_ALLOW_THREADS
-    Py_DECREF(path);
-    PyBuffer_Release(&b);
+    uint64_t n;
+    if (na != 7 || !mtf_read_into_core(a, &rc, &n)) Py_RETURN_NONE;
     if (rc != MEMTIER_OK) return PyLong_FromLong(rc);
     return PyLong_FromUnsignedLongLong(n);
 }
@@ -319,6 +343,223 @@ static PyObject* mtf_py_ranges_total(PyObject* self, PyObject* const* a, Py_ssiz
     return PyLong_FromUnsignedLongLong(total);
 }
 
+/* ---- Context.read_into as a C method ------------------------------------
+ *
+ * bind_context(cls, fallback) makes cls.read_into a method descriptor of
+ * mtf_ctx_read_into. The Python method's frame (its attribute loads, the
+ * 7-argument call of read_into above, the result checks) cost about as much as
+ * the library call of a cached 4 KiB read. The C method reads the instance's
+ * _hid, _pid and _fri slots through their member descriptors (taken once), and
+ * passes every call it does not serve -- other arguments, _fri None (a
+ * context made in ABI mode), a declined read -- to fallback, the Python
+ * method it replaced, with the same arguments: results and errors are that
+ * method's by construction. A failed read raises through cls._fail, as the
+ * Python method does. */
+
+enum { MTF_HID, MTF_PID, MTF_FRI, MTF_NSLOTS };
+static const char* const mtf_slot_names[MTF_NSLOTS] = {"_hid", "_pid", "_fri"};
+static PyObject* mtf_ctx_fallback;               /* the Python Context.read_into */
+static PyObject* mtf_ctx_slot[MTF_NSLOTS];       /* the slots' member descriptors */
+static descrgetfunc mtf_ctx_get[MTF_NSLOTS];     /* their tp_descr_get */
+static PyObject *mtf_s_flags, *mtf_s_immutable;  /* keyword names (interned) */
+static PyObject *mtf_s_fail, *mtf_s_prefix, *mtf_int0;
+static PyMethodDef mtf_ctx_def; /* static: the descriptor keeps a pointer to it */
+
+/* The signature help() and inspect show; the Python method's docstring follows. */
+#define MTF_CTX_SIG "read_into($self, /, path, offset, buffer, *, flags=0, immutable=False)\n--\n\n"
+
+/* A new reference to slot k of self, NULL (no exception set) when unset. */
+static PyObject* mtf_ctx_slot_get(PyObject* self, int k) {
+    PyObject* v = mtf_ctx_get[k](mtf_ctx_slot[k], self, (PyObject*)Py_TYPE(self));
+    if (v == NULL) PyErr_Clear();
+    return v;
+}
+
+static int mtf_kw_is(PyObject* k, PyObject* name) {
+    return k == name || PyUnicode_Compare(k, name) == 0;
+}
+
+/* The compiled read of the method: 1 with *res set (the byte count, or NULL
+ * with the exception of a failed read), 0 to take the fallback. */
+static int mtf_ctx_try(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                       PyObject* kwnames, PyObject** res) {
+    PyObject* a[7];
+    if (nargs != 3) return 0;
+    a[5] = mtf_int0;
+    a[6] = Py_False;
+    const Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject* k = PyTuple_GetItem(kwnames, i); /* borrowed */
+        if (mtf_kw_is(k, mtf_s_flags))
+            a[5] = args[3 + i];
+        else if (mtf_kw_is(k, mtf_s_immutable))
+            a[6] = args[3 + i];
+        else
+            return 0; /* the fallback raises the TypeError */
+    }
+    PyObject* fri = mtf_ctx_slot_get(self, MTF_FRI);
+    if (fri == NULL) return 0;
+    const int on = fri != Py_None;
+    Py_DECREF(fri);
+    if (!on) return 0;
+    PyObject* hid = mtf_ctx_slot_get(self, MTF_HID);
+    if (hid == NULL) return 0;
+    PyObject* pid = mtf_ctx_slot_get(self, MTF_PID);
+    if (pid == NULL) {
+        Py_DECREF(hid);
+        return 0;
+    }
+    a[0] = hid;
+    a[1] = pid;
+    a[2] = args[0];
+    a[3] = args[1];
+    a[4] = args[2];
+    int rc;
+    uint64_t n;
+    const int done = mtf_read_into_core(a, &rc, &n);
+    Py_DECREF(hid);
+    Py_DECREF(pid);
+    if (!done) return 0;
+    if (rc == MEMTIER_OK) {
+        *res = PyLong_FromUnsignedLongLong(n);
+        return 1;
+    }
+    /* Right after the failed call: _fail reads this thread's last error. */
+    PyObject* st = PyLong_FromLong(rc);
+    if (st == NULL) {
+        *res = NULL;
+        return 1;
+    }
+    PyObject* r = PyObject_CallMethodObjArgs(self, mtf_s_fail, st, mtf_s_prefix, args[0], NULL);
+    if (r == NULL) {
+        Py_DECREF(st);
+        *res = NULL;
+        return 1;
+    }
+    Py_DECREF(r); /* _fail returned: the Python method then returns the status */
+    *res = st;
+    return 1;
+}
+
+/* fallback(self, *args, **kwargs) of a vectorcall (the 3.11 stable ABI has no
+ * PyObject_Vectorcall). */
+static PyObject* mtf_ctx_call_fallback(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                       PyObject* kwnames) {
+    PyObject* t = PyTuple_New(nargs + 1);
+    if (t == NULL) return NULL;
+    Py_INCREF(self);
+    PyTuple_SetItem(t, 0, self); /* steals */
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SetItem(t, i + 1, args[i]);
+    }
+    PyObject* kw = NULL;
+    const Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+    if (nkw > 0) {
+        kw = PyDict_New();
+        if (kw == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < nkw; i++) {
+            if (PyDict_SetItem(kw, PyTuple_GetItem(kwnames, i), args[nargs + i]) < 0) {
+                Py_DECREF(kw);
+                Py_DECREF(t);
+                return NULL;
+            }
+        }
+    }
+    PyObject* r = PyObject_Call(mtf_ctx_fallback, t, kw);
+    Py_DECREF(t);
+    Py_XDECREF(kw);
+    return r;
+}
+
+/* Context.read_into(path, offset, buffer, *, flags=0, immutable=False). */
+static PyObject* mtf_ctx_read_into(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                   PyObject* kwnames) {
+    PyObject* res;
+    if (mtf_ctx_try(self, args, nargs, kwnames, &res)) return res;
+    return mtf_ctx_call_fallback(self, args, nargs, kwnames);
+}
+
+/* MTF_CTX_SIG and the docstring of fn, in memory that is never freed (the
+ * method's doc); NULL with an exception set on failure. */
+static char* mtf_ctx_doc(PyObject* fn) {
+    PyObject* pydoc = PyObject_GetAttrString(fn, "__doc__");
+    if (pydoc == NULL) return NULL;
+    Py_ssize_t dlen = 0;
+    const char* d = PyUnicode_Check(pydoc) ? PyUnicode_AsUTF8AndSize(pydoc, &dlen) : "";
+    char* doc = NULL;
+    if (d != NULL) {
+        const size_t slen = sizeof MTF_CTX_SIG - 1;
+        doc = PyMem_Malloc(slen + (size_t)dlen + 1);
+        if (doc == NULL) {
+            PyErr_NoMemory();
+        } else {
+            memcpy(doc, MTF_CTX_SIG, slen);
+            memcpy(doc + slen, d, (size_t)dlen);
+            doc[slen + (size_t)dlen] = 0;
+        }
+    }
+    Py_DECREF(pydoc);
+    return doc;
+}
+
+/* bind_context(cls, fallback) -> None: make cls.read_into the C method, with
+ * fallback (the Python method, whose docstring it takes) for what it does
+ * not serve. cls must have the slots _hid, _pid and _fri and a method
+ * _fail. Once per process: a later call does nothing. TypeError for a class
+ * without those slots (nothing is changed). Not thread-safe: the caller
+ * holds a lock. */
+static PyObject* mtf_py_bind_context(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+    (void)self;
+    if (na != 2 || !PyType_Check(a[0]) || !PyCallable_Check(a[1])) {
+        PyErr_SetString(PyExc_TypeError, "bind_context(cls, fallback)");
+        return NULL;
+    }
+    if (mtf_ctx_fallback != NULL) Py_RETURN_NONE;
+    if (mtf_s_flags == NULL) {
+        mtf_s_flags = PyUnicode_InternFromString("flags");
+        mtf_s_immutable = PyUnicode_InternFromString("immutable");
+        mtf_s_fail = PyUnicode_InternFromString("_fail");
+        mtf_s_prefix = PyUnicode_InternFromString("memtier.read_into");
+        mtf_int0 = PyLong_FromLong(0);
+        if (!mtf_s_flags || !mtf_s_immutable || !mtf_s_fail || !mtf_s_prefix || !mtf_int0)
+            return NULL;
+    }
+    int k = 0;
+    for (; k < MTF_NSLOTS; k++) {
+        mtf_ctx_slot[k] = PyObject_GetAttrString(a[0], mtf_slot_names[k]); /* the descriptor */
+        if (mtf_ctx_slot[k] == NULL) break;
+        mtf_ctx_get[k] = (descrgetfunc)PyType_GetSlot(Py_TYPE(mtf_ctx_slot[k]), Py_tp_descr_get);
+        if (mtf_ctx_get[k] == NULL) {
+            PyErr_Format(PyExc_TypeError, "bind_context: %s is not a slot", mtf_slot_names[k]);
+            Py_CLEAR(mtf_ctx_slot[k]);
+            break;
+        }
+    }
+    char* doc = k == MTF_NSLOTS ? mtf_ctx_doc(a[1]) : NULL;
+    if (doc != NULL) {
+        mtf_ctx_def.ml_name = "read_into";
+        mtf_ctx_def.ml_meth = (PyCFunction)(void (*)(void))mtf_ctx_read_into;
+        mtf_ctx_def.ml_flags = METH_FASTCALL | METH_KEYWORDS;
+        mtf_ctx_def.ml_doc = doc;
+        PyObject* descr = PyDescr_NewMethod((PyTypeObject*)a[0], &mtf_ctx_def);
+        if (descr != NULL) {
+            Py_INCREF(a[1]);
+            mtf_ctx_fallback = a[1]; /* before the method can be called */
+            const int rc = PyObject_SetAttrString(a[0], "read_into", descr);
+            Py_DECREF(descr);
+            if (rc == 0) Py_RETURN_NONE;
+            Py_CLEAR(mtf_ctx_fallback);
+        }
+        /* doc stays allocated: a descriptor made above may still point at it */
+    }
+    while (k-- > 0) Py_CLEAR(mtf_ctx_slot[k]);
+    return NULL;
+}
+
 static PyMethodDef mtf_methods[] = {
     {"read_into", (PyCFunction)(void (*)(void))mtf_py_read_into, METH_FASTCALL,
      "read_into(hid, pid, path, offset, buffer, flags, immutable) -> nbytes, status < 0, or None"},
@@ -330,6 +571,8 @@ static PyMethodDef mtf_methods[] = {
      "readv(hid, path, ranges, out, flags) -> 0, (status, index), or None (declined)"},
     {"ranges_total", (PyCFunction)(void (*)(void))mtf_py_ranges_total, METH_FASTCALL,
      "ranges_total(ranges) -> total bytes of an (N, 2) int64/uint64 array, or None"},
+    {"bind_context", (PyCFunction)(void (*)(void))mtf_py_bind_context, METH_FASTCALL,
+     "bind_context(cls, fallback) -> None: cls.read_into becomes the C method"},
     {NULL, NULL, 0, NULL},
 };
 

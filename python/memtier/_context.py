@@ -306,6 +306,10 @@ class Context:
         self._frd: Optional[Callable[..., Any]] = None if fast is None else fast.read
         self._frv: Optional[Callable[..., Any]] = None if fast is None else fast.readv
         self._frt: Optional[Callable[[Any], Any]] = None if fast is None else fast.ranges_total
+        if fast is not None:
+            # Context.read_into becomes the C method (once per process); this
+            # context's _fri set above is what it checks.
+            fast.bind_context(Context, _READ_INTO_PY)
         self._fin = _fork.finalizer(self, lib.memtier_finalize, self._h, rt.pid)
 
     # -- lifecycle --------------------------------------------------------
@@ -509,26 +513,20 @@ class Context:
         partly written. Thread-safe; the GIL is released while reading.
 
         Hot path: with the compiled fast path (``memtier._fast``; see
-        :func:`runtime_info`) a read into a buffer-protocol object of at most
-        :data:`CHUNK_BYTES` is one C call that takes the buffer, looks the
-        encoded path up in the path cache and calls ``memtier_read_ex``: about
-        0.1-0.2 us on top of the library call. Otherwise (ABI mode, torch
+        :func:`runtime_info`) this method is a C method, and a read into a
+        buffer-protocol object of at most :data:`CHUNK_BYTES` never enters
+        Python: it takes the buffer, looks the encoded path up in the path
+        cache and calls ``memtier_read_ex``, about 0.1 us on top of the
+        library call. Otherwise (ABI mode, torch
         tensors by ``data_ptr()``, larger reads) one ``ffi.from_buffer`` and
         cffi ABI-mode call per piece: about 1.5 us of Python per small read.
         """
-        fri = self._fri
-        if fri is not None:
-            # Compiled: the handle, process and path-cache checks, the buffer
-            # protocol and memtier_read_ex in one C call. None: declined (a
-            # closed context, a fork child, a path not cached yet, anything but
-            # a plain host buffer up to CHUNK_BYTES, a bad offset or flags, an
-            # immutable that is not a bool), and the code below checks and
-            # raises exactly as in ABI mode.
-            got: Optional[int] = fri(self._hid, self._pid, path, offset, buffer, flags, immutable)
-            if got is not None:
-                if got < 0:
-                    self._fail(got, "memtier.read_into", path)
-                return got
+        # With the compiled fast path this method is the fallback of the C
+        # method that replaced it (Fast.bind_context in __init__): it runs for
+        # what that one declined (a closed context, a fork child, a path not
+        # cached yet, anything but a plain host buffer up to CHUNK_BYTES, a bad
+        # offset or flags, an immutable that is not a bool, other arguments),
+        # and checks and raises exactly as in ABI mode.
         h = self._h
         if h is None or self._pid != _fork._pid_now:
             h = self._handle()
@@ -942,12 +940,19 @@ class Context:
         for k, item in enumerate(ranges):
             try:
                 off, size = item
-                off = off.__index__()
-                size = size.__index__()
-            except (TypeError, ValueError, AttributeError):
+            except (TypeError, ValueError):
                 raise ValueError(
                     f"ranges must have shape (N, 2): range {k} is {item!r}, not an "
                     "(offset, size) pair of integers") from None
+            try:
+                off = off.__index__()
+                size = size.__index__()
+            except (TypeError, AttributeError):
+                # A pair of the right shape with a float (or str, None) in it:
+                # TypeError, as for an array of floats and as os.preadv raises.
+                raise TypeError(
+                    f"ranges must be (offset, size) integer pairs: range {k} is {item!r}"
+                ) from None
             if off < 0 or size < 0:
                 raise ValueError(f"range {k} has a negative offset or size: {(off, size)}")
             if off >= 1 << 63 or size >= 1 << 63:
@@ -1154,6 +1159,11 @@ class Context:
 
 # ---------------------------------------------------------------------------
 # default context and module-level functions
+
+
+# The Python Context.read_into: the fallback of the compiled method that
+# replaces it on the class (memtier._fastpath.Fast.bind_context).
+_READ_INTO_PY = Context.read_into
 
 
 def _ctx(ctx: Optional[Context]) -> Context:

@@ -7,7 +7,8 @@ opened in ABI mode, so both modes call the same library and the loader's
 rules (``MEMTIER_LIBRARY``, the packaged copy, fork detection) hold for both.
 Its functions take Python objects directly (buffers through the buffer
 protocol), so a cached 4 KiB ``read_into`` skips cffi's argument conversion
-and ``ffi.from_buffer``. They decline (return None) whatever they do not
+and ``ffi.from_buffer``; ``Context.read_into`` itself becomes a method of the
+module (:meth:`Fast.bind_context`), so it has no Python frame either. They decline (return None) whatever they do not
 handle, and the caller's ABI-mode path then does the work or raises.
 
 Without the compiled module (not built: no C compiler at install, a
@@ -23,13 +24,14 @@ is loaded.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable, Optional, Tuple
 
 from . import _log, _options, _paths
 
 ENV = "MEMTIER_PYTHON_FAST"
 #: MTF_API_VERSION of python/fast/memtier_fast.c that this module speaks.
-API_VERSION = 3
+API_VERSION = 4
 #: The state string of a bound compiled module.
 COMPILED = "compiled"
 
@@ -39,13 +41,35 @@ class Fast:
     arguments and results). Thread safety: they may be called from many
     threads at once; each releases the GIL during its library call."""
 
-    __slots__ = ("read_into", "read", "readv", "ranges_total")
+    __slots__ = ("read_into", "read", "readv", "ranges_total", "_bind_context", "_context_bound")
 
     def __init__(self, mod: Any) -> None:
         self.read_into: Callable[..., Any] = mod.read_into
         self.read: Callable[..., Any] = mod.read
         self.readv: Callable[..., Any] = mod.readv
         self.ranges_total: Callable[..., Any] = mod.ranges_total
+        self._bind_context: Callable[[type, Callable[..., Any]], None] = mod.bind_context
+        self._context_bound = False
+
+    def bind_context(self, cls: type, fallback: Callable[..., Any]) -> None:
+        """Make ``cls.read_into`` the compiled method (memtier_fast.c,
+        ``bind_context``): the reads :attr:`read_into` serves, without the
+        Python method's frame; every other call goes to ``fallback`` (the
+        Python method it replaces) with the same arguments. ``cls`` is
+        :class:`memtier.Context` (its slots ``_hid``, ``_pid``, ``_fri`` are
+        read by the method; ``_fri`` None: the fallback). Once per process;
+        later calls return at once. Thread-safe. Raises TypeError for a
+        class without those slots."""
+        if self._context_bound:
+            return
+        with _BIND_LOCK:
+            if not self._context_bound:
+                self._bind_context(cls, fallback)
+                self._context_bound = True
+
+
+# bind_context edits a class: one thread at a time (free-threaded builds too).
+_BIND_LOCK = threading.Lock()
 
 
 def _address(ffi: Any, lib: Any, name: str) -> int:

@@ -102,6 +102,110 @@ def test_stale_module_version_falls_back(monkeypatch):
                      "`pip install .` or python/fast/build.py)")
 
 
+METHOD_KIND = """
+import inspect, memtier
+from memtier import _context
+kind = type(memtier.Context.__dict__["read_into"]).__name__
+memtier.Context().close()  # the first context binds the fast path (or not)
+m = memtier.Context.__dict__["read_into"]
+print(kind, type(m).__name__, m.__qualname__)
+print(inspect.signature(m))
+print(m.__doc__ == _context._READ_INTO_PY.__doc__, len(m.__doc__) > 1000)
+"""
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_context_read_into_is_a_c_method_when_compiled(run_py, fast):
+    r = run_py(METHOD_KIND, env={"MEMTIER_PYTHON_FAST": fast})
+    assert r.returncode == 0, r.stderr
+    after = "method_descriptor" if fast == "1" else "function"
+    assert r.stdout.splitlines() == [
+        f"function {after} Context.read_into",
+        "(self, /, path, offset, buffer, *, flags=0, immutable=False)" if fast == "1" else
+        "(self, path: 'PathType', offset: 'int', buffer: 'WritableBuffer', *, flags: 'int' = 0, "
+        "immutable: 'bool' = False) -> 'int'",
+        "True True"]
+
+
+def _python_frames(fn):
+    """The names of the Python functions a call of fn() entered."""
+    import sys
+
+    seen = []
+
+    def prof(frame, event, arg):
+        if event == "call":
+            seen.append(frame.f_code.co_name)
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_compiled_read_into_runs_no_python(ctx, mode, pfile):
+    path = pfile(SIZE)
+    b = bytearray(64)
+    ctx.read_into(path, 0, b)  # opens the file, caches the encoded path
+    calls = [lambda: ctx.read_into(path, 64, b),
+             lambda: ctx.read_into(path, 64, b, immutable=True, flags=memtier.READ_ONCE),
+             lambda: ctx.read_into(path, np.int64(64), memoryview(b))]
+    for call in calls:
+        frames = _python_frames(call)
+        assert bytes(b) == pbytes(64, 64)
+        # the lambda itself is the one Python frame when the C method serves the read
+        if mode == "compiled":
+            assert frames == ["<lambda>"]
+        else:
+            assert frames[:2] == ["<lambda>", "read_into"]
+    # what it declines runs the Python method (the fallback): a path not cached
+    # yet, a read above CHUNK_BYTES... and a closed context
+    ctx.close()
+    frames = _python_frames(lambda: outcome(ctx.read_into, path, 0, b))
+    assert "read_into" in frames
+
+
+def test_read_into_argument_errors_are_the_same_in_both_modes(pfile, monkeypatch):
+    """Calls the C method passes to the Python method: the outcome (result or
+    exception type and message) is the same as in ABI mode."""
+    path = pfile(SIZE)
+    rt = _ffi.runtime()
+    assert rt.fast is not None, rt.fast_state
+    results = {}
+    for m in ("compiled", "abi"):
+        if m == "abi":
+            monkeypatch.setattr(rt, "fast", None)
+        b = bytearray(8)
+        with memtier.Context() as c:
+            assert (c._fri is None) == (m == "abi")
+            got = [
+                outcome(c.read_into, path=path, offset=3, buffer=b),
+                outcome(c.read_into, path, 3, buffer=b, immutable=True),
+                outcome(c.read_into, path, 0),
+                outcome(c.read_into, path, 0, b, 0),
+                outcome(c.read_into, path, 0, b, bogus=1),
+                outcome(c.read_into, path, 0, b, flags=None),
+                outcome(c.read_into, path, 0, b, immutable=None),
+                outcome(c.read_into, path, 2.0, b),
+                outcome(memtier.Context.read_into, c, path, 5, b),
+                outcome(lambda: (c.read_into(path, 1, b, **{"flags": 0, "immutable": False}),
+                                 bytes(b))),
+            ]
+
+            class Sub(memtier.Context):
+                pass
+
+            with Sub() as s:
+                got.append(outcome(lambda: (s.read_into(path, 9, b), bytes(b))))
+        results[m] = got
+    assert results["compiled"] == results["abi"]
+    assert results["abi"][-1] == ("ok", (8, pbytes(9, 8)))
+    assert results["abi"][4][:2] == (
+        TypeError, "Context.read_into() got an unexpected keyword argument 'bogus'")
+
+
 # ---------------------------------------------------------------- read_into
 
 
@@ -433,6 +537,46 @@ def test_readv_errors_are_the_same_in_both_modes(ctx, pfile, name, ranges, out, 
         ctx.readv(path, ranges(), out=dest)
     assert str(ei.value) == message.format(path=path)
     assert getattr(ei.value, "index", None) == index
+
+
+LONG = [[0, 2]] * 50  # above _SMALL_READV: the numpy path of a list
+
+NON_INTEGER_RANGES = [
+    ("short list, float size", lambda: [[0, 2], [8, 2.0]], TypeError,
+     "ranges must be (offset, size) integer pairs: range 1 is [8, 2.0]"),
+    ("short list, float offset", lambda: [(0.5, 2)], TypeError,
+     "ranges must be (offset, size) integer pairs: range 0 is (0.5, 2)"),
+    ("short tuple, numpy float", lambda: ((0, np.float64(2)),), TypeError,
+     f"ranges must be (offset, size) integer pairs: range 0 is {(0, np.float64(2))!r}"),
+    ("short list, None", lambda: [[0, None]], TypeError,
+     "ranges must be (offset, size) integer pairs: range 0 is [0, None]"),
+    ("long list, float", lambda: LONG + [[8, 2.0]], TypeError,
+     "ranges must be (offset, size) integer pairs, got float64 values"),
+    ("float array", lambda: np.array([[0, 2], [8, 2]], dtype=np.float64), TypeError,
+     "ranges must be (offset, size) integer pairs, got float64 values"),
+    # the wrong shape stays a ValueError in every form
+    ("short list, a triple", lambda: [[0, 2, 3]], ValueError,
+     "ranges must have shape (N, 2): range 0 is [0, 2, 3], not an (offset, size) pair of "
+     "integers"),
+    ("short list, a bare int", lambda: [5], ValueError,
+     "ranges must have shape (N, 2): range 0 is 5, not an (offset, size) pair of integers"),
+]
+
+
+@pytest.mark.parametrize("name,ranges,exc,message", NON_INTEGER_RANGES,
+                         ids=[e[0] for e in NON_INTEGER_RANGES])
+def test_readv_non_integer_ranges_raise_type_error_in_every_form(ctx, pfile, name, ranges, exc,
+                                                                 message):
+    # A float offset or size is a TypeError whether ranges is a short list (the
+    # cffi loop), a long one or an array (numpy), as os.preadv(fd, bufs, 1.0)
+    # raises TypeError; a wrong shape is a ValueError in every form.
+    path = pfile(SIZE)
+    out = bytearray(200)
+    with pytest.raises(exc) as ei:
+        ctx.readv(path, ranges(), out=out)
+    assert type(ei.value) is exc
+    assert str(ei.value) == message
+    assert out == bytearray(200)  # raised before any I/O
 
 
 def test_readv_good_ranges_of_a_failed_call_are_read(ctx, pfile):
