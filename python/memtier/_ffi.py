@@ -91,8 +91,11 @@ def _prebuilt_ffi() -> Any:
     python/fast/abi_module.py) when that module was made from this :data:`CDEF`,
     else None: absent (a checkout used through ``PYTHONPATH``), stale (the header
     changed since), or written by a cffi this one cannot read."""
+    import importlib
+
     try:
-        from . import _abi  # type: ignore[attr-defined]
+        # by name: a generated module that a checkout may lack (type checkers too)
+        _abi = importlib.import_module(__name__.rpartition(".")[0] + "._abi")
     except Exception:  # noqa: BLE001 - any failure: parse at run time instead
         return None
     if getattr(_abi, "CDEF", None) != CDEF:
