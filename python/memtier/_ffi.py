@@ -6,10 +6,11 @@ library is loaded; ABI mode serves everything else, and everything when the
 compiled module is absent.
 
 Nothing here runs at ``import memtier``: the cdef is bound (``memtier._abi``,
-parsed at build time, or parsed here) and the library is opened on the first call that needs them, once per process. The Go runtime
-inside libmemtier.so starts threads when the library is loaded and does not
-survive ``fork()`` (only the forking thread is copied: golang/go#15538), so a
-process must not load it before forking. The loaded handle is keyed by
+parsed at build time, else parsed here) and the library is opened on the first
+call that needs them, once per process. The Go runtime inside libmemtier.so
+starts threads when the library is loaded and does not survive ``fork()``
+(only the forking thread is copied: golang/go#15538), so a process must not
+load it before forking. The loaded handle is keyed by
 ``os.getpid()``; in a forked child of a process that loaded it every entry
 raises :class:`memtier.ForkError`.
 
