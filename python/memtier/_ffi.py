@@ -5,11 +5,12 @@ cffi API-mode module given this loader's library), bound here when the
 library is loaded; ABI mode serves everything else, and everything when the
 compiled module is absent.
 
-Nothing here runs at ``import memtier``: the cdef is parsed and the library is
-opened on the first call that needs them, once per process. The Go runtime
-inside libmemtier.so starts threads when the library is loaded and does not
-survive ``fork()`` (only the forking thread is copied: golang/go#15538), so a
-process must not load it before forking. The loaded handle is keyed by
+Nothing here runs at ``import memtier``: the cdef is bound (``memtier._abi``,
+parsed at build time, else parsed here) and the library is opened on the first
+call that needs them, once per process. The Go runtime inside libmemtier.so
+starts threads when the library is loaded and does not survive ``fork()``
+(only the forking thread is copied: golang/go#15538), so a process must not
+load it before forking. The loaded handle is keyed by
 ``os.getpid()``; in a forked child of a process that loaded it every entry
 raises :class:`memtier.ForkError`.
 
@@ -60,18 +61,65 @@ class Runtime:
         self.fast, self.fast_state = _fastpath.bind(ffi, lib)
 
 
+class _Lib:
+    """A library opened by ``memtier._abi``'s ``ffi.dlopen`` (cffi out-of-line ABI
+    mode), behaving as one of a runtime-parsed FFI: a declared symbol the library
+    lacks raises AttributeError with the same text (out-of-line cffi raises
+    ``ffi.error``), which the loader ("not a libmemtier.so") and optional entries
+    (``getattr(lib, name, None)``) rely on. A resolved name is kept on the instance,
+    so later reads are plain attribute reads (the cdef declares functions and
+    constants only: no variable whose value could change). Thread safe."""
+
+    def __init__(self, ffi: Any, lib: Any) -> None:
+        self.__dict__["_mt_lib"] = lib
+        self.__dict__["_mt_error"] = ffi.error
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            value = getattr(self._mt_lib, name)
+        except self._mt_error as e:
+            text = str(e)  # "symbol 'x' not found in library ...": in-line cffi says "function/symbol"
+            raise AttributeError("function/" + text if text.startswith("symbol ") else text) from None
+        self.__dict__[name] = value
+        return value
+
+    def __dir__(self) -> List[str]:
+        return dir(self._mt_lib)
+
+
+def _prebuilt_ffi() -> Any:
+    """The ``FFI`` of ``memtier._abi`` (the cdef parsed at build time, see
+    python/fast/abi_module.py) when that module was made from this :data:`CDEF`,
+    else None: absent (a checkout used through ``PYTHONPATH``), stale (the header
+    changed since), or written by a cffi this one cannot read."""
+    import importlib
+
+    try:
+        # by name: a generated module that a checkout may lack (type checkers too)
+        _abi = importlib.import_module(__name__.rpartition(".")[0] + "._abi")
+    except Exception:  # noqa: BLE001 - any failure: parse at run time instead
+        return None
+    if getattr(_abi, "CDEF", None) != CDEF:
+        return None
+    return getattr(_abi, "ffi", None)
+
+
 def get_ffi() -> Any:
-    """The cffi ``FFI`` holding :data:`CDEF` (parsed once, on first use)."""
+    """The cffi ``FFI`` holding :data:`CDEF`, made once, on first use: the one
+    parsed at build time (``memtier._abi``, about 2 ms to import) when it matches
+    :data:`CDEF`, else parsed here (about 100 ms). Thread safe."""
     global _ffi_obj
     f = _ffi_obj
     if f is None:
         with _lock:
             f = _ffi_obj
             if f is None:
-                import cffi
+                f = _prebuilt_ffi()
+                if f is None:
+                    import cffi
 
-                f = cffi.FFI()
-                f.cdef(CDEF)
+                    f = cffi.FFI()
+                    f.cdef(CDEF)
                 _ffi_obj = f
     return f
 
@@ -125,6 +173,8 @@ def _load(pid: int) -> Runtime:
         except OSError as e:  # cffi puts dlerror() in the message
             errors.append(f"{how}: {path}: {e}")
             continue
+        if not hasattr(ffi, "cdef"):  # memtier._abi's (out-of-line) FFI
+            lib = _Lib(ffi, lib)
         try:
             rt = Runtime(ffi, lib, path if os.sep in path else _resolve(path), pid)
         except AttributeError as e:  # not a MemTier library (missing symbol)

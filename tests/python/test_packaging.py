@@ -100,6 +100,95 @@ def test_library_major_version_is_the_packages():
     assert rt.version_number // 10000 == _ffi.PACKAGE_VERSION_NUMBER // 10000
 
 
+# ---------------------------------------------------------------- the cdef parsed at build time
+
+
+def _abi_builder():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "memtier_abi_build", os.path.join(REPO, "python", "fast", "abi_module.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_abi_module_binds_as_the_runtime_parse(tmp_path):
+    """memtier._abi (python/fast/abi_module.py) opens the library with the same
+    symbols, constants and struct layouts as an FFI parsed at run time, and a
+    symbol the library lacks is the same AttributeError."""
+    pytest.importorskip("cffi")
+    import importlib.util
+
+    import cffi
+
+    path = _abi_builder().write(str(tmp_path))
+    spec = importlib.util.spec_from_file_location("memtier_abi_probe", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.CDEF == _ffi.CDEF
+    parsed = cffi.FFI()
+    parsed.cdef(_ffi.CDEF)
+    rt = _ffi.runtime()
+    lib = _ffi._Lib(mod.ffi, mod.ffi.dlopen(rt.path))
+    ref = parsed.dlopen(rt.path)
+    assert sorted(dir(lib)) == sorted(dir(ref))
+    for name in dir(ref):
+        want = getattr(ref, name)
+        got = getattr(lib, name)
+        if isinstance(want, int):
+            assert got == want, name
+        else:
+            tw, tg = parsed.typeof(want), mod.ffi.typeof(got)  # cnames spell typedefs differently
+            assert ([a.kind for a in tg.args], tg.result.kind, tg.ellipsis) == \
+                ([a.kind for a in tw.args], tw.result.kind, tw.ellipsis), name
+            assert int(parsed.cast("uintptr_t", want)) == int(mod.ffi.cast("uintptr_t", got)), name
+    for struct in ("memtier_config_t", "memtier_stats_t", "memtier_iovec_t",
+                   "memtier_decision_t", "memtier_prefetch_opts_t"):
+        assert mod.ffi.sizeof(struct) == parsed.sizeof(struct), struct
+        assert [(f, mod.ffi.offsetof(struct, f)) for f, _ in mod.ffi.typeof(struct).fields] == \
+            [(f, parsed.offsetof(struct, f)) for f, _ in parsed.typeof(struct).fields], struct
+    assert mod.ffi.string(lib.memtier_version()).decode("ascii") == rt.version
+    libc_abi = _ffi._Lib(mod.ffi, mod.ffi.dlopen("libc.so.6"))
+    libc_ref = parsed.dlopen("libc.so.6")
+    with pytest.raises(AttributeError) as want_err:
+        libc_ref.memtier_version
+    with pytest.raises(AttributeError) as got_err:
+        libc_abi.memtier_version
+    assert str(got_err.value) == str(want_err.value)
+    assert getattr(libc_abi, "memtier_version", None) is None
+
+
+class _FakeAbi:
+    def __init__(self, cdef):
+        self.CDEF = cdef
+        self.ffi = object()  # stands for the prebuilt FFI
+
+
+@pytest.mark.parametrize("case", ["current", "stale", "unimportable"])
+def test_get_ffi_uses_the_abi_module_only_for_the_current_cdef(case, monkeypatch):
+    pytest.importorskip("cffi")
+    import cffi
+
+    real = _ffi.runtime().ffi  # loaded before the patch: the process keeps its library
+    fake = None if case == "unimportable" else \
+        _FakeAbi(_ffi.CDEF if case == "current" else _ffi.CDEF + "\n/* an older header */\n")
+    monkeypatch.setitem(sys.modules, "memtier._abi", fake)  # None: its import raises ImportError
+    if fake is None:
+        monkeypatch.delattr(memtier, "_abi", raising=False)
+    else:
+        monkeypatch.setattr(memtier, "_abi", fake, raising=False)
+    monkeypatch.setattr(_ffi, "_ffi_obj", None)
+    f = _ffi.get_ffi()
+    assert _ffi.get_ffi() is f  # made once
+    if case == "current":
+        assert f is fake.ffi
+        return
+    assert isinstance(f, cffi.FFI)  # parsed here, as without the module
+    for struct in ("memtier_stats_t", "memtier_iovec_t"):
+        assert f.sizeof(struct) == real.sizeof(struct), struct
+
+
 # ---------------------------------------------------------------- W1/W2: the wheel
 
 
@@ -151,6 +240,7 @@ def test_w1_wheel_contents_and_tags(wheel):
             "memtier/_fast.cpython-310-x86_64-linux-gnu.so"
         assert fast in names, sorted(n for n in names if n.endswith(".so"))
         assert "memtier/py.typed" in names
+        assert "memtier/_abi.py" in names  # the cdef parsed at build time (setup.py build_abi)
         for mod in ("__init__", "_ffi", "_errors", "_context", "_tensor", "_dtypes"):
             assert f"memtier/{mod}.py" in names
         assert not any(n.endswith(".h") for n in names), "the cgo header must not ship"
@@ -192,12 +282,15 @@ def test_w1_wheel_contents_and_tags(wheel):
     env.pop("MEMTIER_LIBRARY", None)
     env.pop("MEMTIER_PYTHON_FAST", None)
     r = subprocess.run([sys.executable, "-c", "import memtier; print(memtier.gpu_info()); "
-                        "print('fast:', memtier.runtime_info()['python_fast_path'])"],
+                        "print('fast:', memtier.runtime_info()['python_fast_path']); "
+                        "import memtier._abi, memtier._ffi as f; "
+                        "print('abi:', f.get_ffi() is memtier._abi.ffi, type(f.runtime().lib).__name__)"],
                        capture_output=True, text=True, env=env, cwd=site, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "build_tags: [cuda gds]" in r.stdout, r.stdout
     assert "cuda: GPU target unavailable" in r.stdout, r.stdout
     assert "fast: compiled\n" in r.stdout, r.stdout  # the wheel's memtier._fast loads and binds
+    assert "abi: True _Lib\n" in r.stdout, r.stdout  # and its memtier._abi is the cdef in use
 
 
 @pytest.mark.slow
