@@ -363,6 +363,26 @@ static inline uint64_t mt_hit_predict(const unsigned char* r, uint64_t ver, uint
     return (w & MT_HIT_HINT_TAG) == h >> 52 ? w & ~MT_HIT_HINT_TAG : 0;
 }
 
+/* The most source lines a checked read prefetches before its check: a
+ * whole 4 KiB read. */
+#define MT_HIT_CHECK_SRC_LINES 64
+
+/* Prefetches the source of [off, off + size) (at most
+ * MT_HIT_CHECK_SRC_LINES lines) where block (ver, off >> shift)'s hint
+ * predicts it, before a freshness check: the fstat's system call then
+ * overlaps the copy's misses, which the copy after it would wait for one
+ * after another (the floor of a strict read, fstat then memcpy, cannot
+ * overlap them). A prefetch of any address is harmless: the copy checks
+ * the entry as always. */
+static inline void mt_hit_prefetch_range(const unsigned char* r, uint64_t ver, uint64_t off, uint64_t size,
+                                         uint64_t shift) {
+    const uint64_t pred = mt_hit_predict(r, ver, off >> shift);
+    if (pred == 0) return;
+    const unsigned char* p = (const unsigned char*)(uintptr_t)(pred + (off & ((UINT64_C(1) << shift) - 1)));
+    const uint64_t end = (((uintptr_t)p & 63) + size + 63) >> 6;
+    for (uint64_t l = 0; l < end && l < MT_HIT_CHECK_SRC_LINES; l++) __builtin_prefetch(p + 64 * l);
+}
+
 /* The block lookup for [off, off + size) of file version ver, its entries
  * prefetched; be NULL when the range is outside the file or spans two
  * blocks. */
@@ -489,11 +509,16 @@ static int mt_hit_serve(uint64_t id, const unsigned char* r, const char* path, u
     const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT);
     mt_block_ref_t b = mt_hit_block_slot(r, ver, LD(fe, MT_HIT_FILE_SIZE), off, size, shift);
     if (b.be == NULL) return 0;
+    /* Strict: the source is prefetched where the hint predicts it, and the
+     * fstat runs while it arrives (interval and open freshness copy at once,
+     * and their copy reads from the hint itself). */
+    if (!(flags & MEMTIER_READ_IMMUTABLE) && LD(r, MT_HIT_HDR_MODE) == MT_HIT_MODE_STRICT)
+        mt_hit_prefetch_range(r, ver, off, size, shift);
     const int fresh = mt_hit_fresh(r, fe, path, flags);
     if (fresh == 0) return 0;
     /* A trusted file predicts (the copy would wait for the entry's miss);
-     * a checked one does not: the entry's line arrived during the fstat, and
-     * a hint's miss after it would be one more wait. */
+     * a checked one does not: the entry's line arrived during the fstat
+     * (and the source's, from the prefetch above). */
     int copied;
     if (fresh == 1) { /* two inlined copies, each with predict constant */
         b.pred = mt_hit_predict(r, ver, off >> shift);
