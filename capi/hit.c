@@ -269,6 +269,49 @@ static inline const unsigned char* mt_hit_file(const unsigned char* r, const cha
     return fe;
 }
 
+/* The file entry this thread's last hit of a context used: a read of the
+ * same path finds it without strlen, the path hash and the table's slot.
+ * Only where to look: the entry is checked as on the full lookup (its path
+ * compared byte by byte with the caller's, whose memory may since hold
+ * another string, under the entry's sequence counter), so a path that
+ * changed or an entry Go rewrote falls back to the full lookup. Keyed by the
+ * context id, which is never reused, and used only while the caller holds
+ * that id's region (mt_hit_enter), so fe always points into a live region of
+ * that layout. initial-exec, as mt_copy. */
+typedef struct mt_hit_last {
+    uint64_t id; /* 0: none */
+    const unsigned char* fe;
+} mt_hit_last_t;
+static __thread mt_hit_last_t mt_last __attribute__((tls_model("initial-exec")));
+
+/* Whether the NUL-terminated path is exactly the len bytes at p (p[len] is
+ * NUL in a settled entry): strncmp stops at path's NUL or the first
+ * difference, so it reads neither string beyond its end (len <= MaxPath). */
+static inline int mt_path_is(const char* path, const unsigned char* p, uint64_t len) {
+    return strncmp(path, (const char*)p, len + 1) == 0;
+}
+
+/* mt_hit_file of context id's region r, trying this thread's last entry
+ * (mt_last) first. */
+static inline const unsigned char* mt_hit_file_cached(uint64_t id, const unsigned char* r, const char* path,
+                                                      uint64_t* fs1, uint64_t* ver) {
+    if (mt_last.id == id) {
+        const unsigned char* fe = mt_last.fe;
+        *fs1 = LDA(fe, MT_HIT_FILE_SEQ);
+        *ver = LD(fe, MT_HIT_FILE_VERSION);
+        const uint64_t len = LD(fe, MT_HIT_FILE_PATH_LEN);
+        if (!(*fs1 & 1) && *ver != 0 && len != 0 && len <= MT_HIT_MAX_PATH &&
+            mt_path_is(path, fe + MT_HIT_FILE_PATH, len))
+            return fe;
+    }
+    const unsigned char* fe = mt_hit_file(r, path, strlen(path), fs1, ver);
+    if (fe != NULL) {
+        mt_last.id = id;
+        mt_last.fe = fe;
+    }
+    return fe;
+}
+
 /* The freshness check of the context's mode for file entry fe: 1 trusted,
  * 2 checked with fstat now (strict), 0 Go must answer. */
 static inline int mt_hit_fresh(const unsigned char* r, const unsigned char* fe, const char* path, uint32_t flags) {
@@ -318,6 +361,26 @@ static inline uint64_t mt_hit_predict(const unsigned char* r, uint64_t ver, uint
     const uint64_t h = mt_block_hash(ver, bi);
     const uint64_t w = LD(r, LD(r, MT_HIT_HDR_HINT_OFF) + (h >> 1 & LD(r, MT_HIT_HDR_HINT_MASK)) * MT_HIT_HINT_ENTRY);
     return (w & MT_HIT_HINT_TAG) == h >> 52 ? w & ~MT_HIT_HINT_TAG : 0;
+}
+
+/* The most source lines a checked read prefetches before its check: a
+ * whole 4 KiB read. */
+#define MT_HIT_CHECK_SRC_LINES 64
+
+/* Prefetches the source of [off, off + size) (at most
+ * MT_HIT_CHECK_SRC_LINES lines) where block (ver, off >> shift)'s hint
+ * predicts it, before a freshness check: the fstat's system call then
+ * overlaps the copy's misses, which the copy after it would wait for one
+ * after another (the floor of a strict read, fstat then memcpy, cannot
+ * overlap them). A prefetch of any address is harmless: the copy checks
+ * the entry as always. */
+static inline void mt_hit_prefetch_range(const unsigned char* r, uint64_t ver, uint64_t off, uint64_t size,
+                                         uint64_t shift) {
+    const uint64_t pred = mt_hit_predict(r, ver, off >> shift);
+    if (pred == 0) return;
+    const unsigned char* p = (const unsigned char*)(uintptr_t)(pred + (off & ((UINT64_C(1) << shift) - 1)));
+    const uint64_t end = (((uintptr_t)p & 63) + size + 63) >> 6;
+    for (uint64_t l = 0; l < end && l < MT_HIT_CHECK_SRC_LINES; l++) __builtin_prefetch(p + 64 * l);
 }
 
 /* The block lookup for [off, off + size) of file version ver, its entries
@@ -438,19 +501,24 @@ static inline __attribute__((always_inline)) int mt_hit_copy(mt_block_ref_t b, u
     return 1;
 }
 
-static int mt_hit_serve(const unsigned char* r, const char* path, uint64_t off, uint64_t size, void* dst,
-                        uint32_t flags) {
+static int mt_hit_serve(uint64_t id, const unsigned char* r, const char* path, uint64_t off, uint64_t size,
+                        void* dst, uint32_t flags) {
     uint64_t fs1, ver;
-    const unsigned char* fe = mt_hit_file(r, path, strlen(path), &fs1, &ver);
+    const unsigned char* fe = mt_hit_file_cached(id, r, path, &fs1, &ver);
     if (fe == NULL) return 0;
     const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT);
     mt_block_ref_t b = mt_hit_block_slot(r, ver, LD(fe, MT_HIT_FILE_SIZE), off, size, shift);
     if (b.be == NULL) return 0;
+    /* Strict: the source is prefetched where the hint predicts it, and the
+     * fstat runs while it arrives (interval and open freshness copy at once,
+     * and their copy reads from the hint itself). */
+    if (!(flags & MEMTIER_READ_IMMUTABLE) && LD(r, MT_HIT_HDR_MODE) == MT_HIT_MODE_STRICT)
+        mt_hit_prefetch_range(r, ver, off, size, shift);
     const int fresh = mt_hit_fresh(r, fe, path, flags);
     if (fresh == 0) return 0;
     /* A trusted file predicts (the copy would wait for the entry's miss);
-     * a checked one does not: the entry's line arrived during the fstat, and
-     * a hint's miss after it would be one more wait. */
+     * a checked one does not: the entry's line arrived during the fstat
+     * (and the source's, from the prefetch above). */
     int copied;
     if (fresh == 1) { /* two inlined copies, each with predict constant */
         b.pred = mt_hit_predict(r, ver, off >> shift);
@@ -590,7 +658,7 @@ int mt_hit_read(uint64_t id, const char* path, uint64_t offset, uint64_t size, v
     const unsigned char* r;
     mt_hit_ctx_t* c = mt_hit_enter(id, &r);
     if (c == NULL) return 0;
-    const int served = mt_hit_serve(r, path, offset, size, dst, flags);
+    const int served = mt_hit_serve(id, r, path, offset, size, dst, flags);
     mt_hit_leave(c);
     return served;
 }

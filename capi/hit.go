@@ -105,6 +105,23 @@ func hitRead(id uint64, path string, off uint64, dst unsafe.Pointer, size uint64
 	return C.mt_hit_read(C.uint64_t(id), cs, C.uint64_t(off), C.uint64_t(size), dst, C.uint32_t(flags)) == 1
 }
 
+// cPathBuf is n bytes of C memory for a path the tests rewrite in place
+// (setCPath; C.free it with cPathFree), and hitReadCPath is hitRead of the
+// path in it: a caller that reuses one buffer for other paths.
+func cPathBuf(n int) unsafe.Pointer { return C.calloc(1, C.size_t(n)) }
+
+func cPathFree(p unsafe.Pointer) { C.free(p) }
+
+func setCPath(p unsafe.Pointer, s string) {
+	b := unsafe.Slice((*byte)(p), len(s)+1)
+	copy(b, s)
+	b[len(s)] = 0
+}
+
+func hitReadCPath(id uint64, p unsafe.Pointer, off uint64, dst unsafe.Pointer, size uint64, flags uint32) bool {
+	return C.mt_hit_read(C.uint64_t(id), (*C.char)(p), C.uint64_t(off), C.uint64_t(size), dst, C.uint32_t(flags)) == 1
+}
+
 // hitReadv is mt_hit_readv for the capi tests (hitv_test.go): whether C
 // served the whole call. The elements' destinations must be C memory or
 // pinned by the caller for the call; iov is copied into C memory and the

@@ -362,11 +362,19 @@ func TestHitEvictionRace(t *testing.T) {
 // exactly the cached bytes (from the entries' own addresses) and counts
 // them once.
 func TestHitStaleHints(t *testing.T) {
+	// Open freshness copies from the hint; strict prefetches from it before
+	// its fstat (a prefetch of an unmapped page must not fault).
+	for _, fresh := range []int{config.FreshOpen, config.FreshStrict} {
+		testHitStaleHints(t, fresh)
+	}
+}
+
+func testHitStaleHints(t *testing.T, fresh int) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.bin")
 	data := pattern(hitFile, 0x5a)
 	writeFile(t, path, data)
-	id, c := newHitCtx(t, config.FreshOpen, nil)
+	id, c := newHitCtx(t, fresh, nil)
 	if _, err := c.Prefetch(path, 0, hitFile, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -405,8 +413,13 @@ func TestHitStaleHints(t *testing.T) {
 				t.Fatalf("%s, offset %d: wrong bytes", tc.name, off)
 			}
 		}
-		if s := c.Stats(); s.Requests != n || s.CacheHitRequests != n || s.CacheHitBytes != n*4096 {
-			t.Fatalf("%s: stats %+v", tc.name, s)
+		revalid := uint64(0)
+		if fresh == config.FreshStrict {
+			revalid = n
+		}
+		if s := c.Stats(); s.Requests != n || s.CacheHitRequests != n || s.CacheHitBytes != n*4096 ||
+			s.Revalidations != revalid {
+			t.Fatalf("fresh %d, %s: stats %+v", fresh, tc.name, s)
 		}
 	}
 }
