@@ -65,18 +65,14 @@ static PyObject* mtf_decline(void) {
     Py_RETURN_NONE;
 }
 
-/* An unsigned 64-bit integer argument: an int, or an object with __index__
- * (numpy integers). -1 (exception set) for anything else or out of range. */
+/* An unsigned 64-bit integer argument: an int (bool and int subclasses
+ * included). Anything else declines (-1, no exception set), so the Python
+ * method decides: cffi takes what has __int__ (numpy integers) and refuses
+ * what has only __index__, and the compiled path must give the same outcome
+ * whether or not the path is in its cache. */
 static int mtf_u64(PyObject* o, uint64_t* out) {
-    unsigned long long v;
-    if (PyLong_CheckExact(o)) {
-        v = PyLong_AsUnsignedLongLong(o);
-    } else {
-        PyObject* i = PyNumber_Index(o);
-        if (i == NULL) return -1;
-        v = PyLong_AsUnsignedLongLong(i);
-        Py_DECREF(i);
-    }
+    if (!PyLong_Check(o)) return -1;
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
     if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
     *out = (uint64_t)v;
     return 0;

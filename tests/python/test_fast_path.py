@@ -151,7 +151,7 @@ def test_compiled_read_into_runs_no_python(ctx, mode, pfile):
     ctx.read_into(path, 0, b)  # opens the file, caches the encoded path
     calls = [lambda: ctx.read_into(path, 64, b),
              lambda: ctx.read_into(path, 64, b, immutable=True, flags=memtier.READ_ONCE),
-             lambda: ctx.read_into(path, np.int64(64), memoryview(b))]
+             lambda: ctx.read_into(path, 64, memoryview(b))]
     for call in calls:
         frames = _python_frames(call)
         assert bytes(b) == pbytes(64, 64)
@@ -161,7 +161,11 @@ def test_compiled_read_into_runs_no_python(ctx, mode, pfile):
         else:
             assert frames[:2] == ["<lambda>", "read_into"]
     # what it declines runs the Python method (the fallback): a path not cached
-    # yet, a read above CHUNK_BYTES... and a closed context
+    # yet, a read above CHUNK_BYTES, an offset that is not an int (a numpy
+    # integer: the Python method decides what it takes)... and a closed context
+    frames = _python_frames(lambda: ctx.read_into(path, np.int64(64), b))
+    assert bytes(b) == pbytes(64, 64)
+    assert frames[:2] == ["<lambda>", "read_into"]
     ctx.close()
     frames = _python_frames(lambda: outcome(ctx.read_into, path, 0, b))
     assert "read_into" in frames
@@ -261,6 +265,50 @@ def test_read_into_numpy_integer_offset_and_int_flag(ctx, pfile):
     assert bytes(b) == pbytes(100, 16)
     assert ctx.read_into(path, np.uint32(7), b, flags=np.uint32(0)) == 16
     assert bytes(b) == pbytes(7, 16)
+
+
+class _IndexOnly:
+    """An integer-like object with __index__ but no __int__: cffi refuses it."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
+
+
+def test_index_only_arguments_have_one_outcome_in_both_modes_cached_or_not(pfile, monkeypatch):
+    """The compiled path used PyNumber_Index, so once a path was cached it took
+    an offset, size or flags that the Python path (cffi) refuses: the outcome
+    depended on the path's history. Now each call, first or repeated, has the
+    outcome of the Python method in both modes."""
+    path = pfile(SIZE)
+    rt = _ffi.runtime()
+    assert rt.fast is not None, rt.fast_state
+    results = {}
+    for m in ("compiled", "abi"):
+        if m == "abi":
+            monkeypatch.setattr(rt, "fast", None)
+        with memtier.Context() as c:
+            assert (c._fri is None) == (m == "abi")
+            got = []
+            for _ in range(2):  # the second time the path is in the cache
+                b = bytearray(8)
+                got += [outcome(c.read_into, path, 0, b),
+                        outcome(c.read_into, path, _IndexOnly(0), b),
+                        outcome(c.read_into, path, 0, b, flags=_IndexOnly(0)),
+                        outcome(c.read, path, _IndexOnly(0), 8),
+                        outcome(c.read, path, 0, _IndexOnly(8)),
+                        outcome(c.read, path, 16, 8)]
+        results[m] = got
+    assert results["compiled"] == results["abi"]
+    want = results["abi"]
+    assert want[:6] == want[6:]  # the cached path changes nothing
+    assert want[0] == ("ok", 8)
+    assert want[1][0] is TypeError and want[2][0] is TypeError  # cffi's refusal
+    assert want[3][0] is TypeError
+    assert want[4] == ("ok", pbytes(0, 8))  # read converts its size with operator.index
+    assert want[5] == ("ok", pbytes(16, 8))
 
 
 def test_read_into_freshness_open_context(mode, pfile):
