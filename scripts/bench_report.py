@@ -520,6 +520,14 @@ def st_rows(lm: Optional[Dict[str, Any]], fp: Optional[Dict[str, Any]], skipped:
                 "; peak RSS above the built model, MiB: " +
                 ", ".join(f"{'memtier' if key == 'memtier' else v['label']} {max(0, v['peak_extra']) / MiB:.0f}"
                           for key, v in t.items() if not key.startswith("ceil_")))
+        ceils = {key: v for key, v in t.items() if key.startswith("ceil_") and key != "ceil_fresh"}
+        if ceils:
+            # what copying these bytes into the model costs with no loader at all
+            top = min(v["median_s"] for v in ceils.values())
+            note += ("; same-run ceilings, GB/s (medians): " +
+                     ", ".join(f"{v['label'].removeprefix('ceiling: ')} {size / v['median_s'] / 1e9:.2f}"
+                               for v in ceils.values()) +
+                     f"; memtier at {top / m['median_s']:.2f}x the fastest ceiling's speed")
         if lm.get("absent"):
             note += f"; not installed: {', '.join(lm['absent'])}"
         out.append(row(k, n, src, size / m["median_s"] / 1e9, size / peers[best]["median_s"] / 1e9, "GB/s",
@@ -786,7 +794,7 @@ def main() -> int:
         if not a.no_st:
             lm = r.run("bench_load_model.py", [a.python, os.path.join(ROOT, "examples", "python", "bench_load_model.py"),
                                                "--json", "--size-mb=2048", f"--repeat={cfg['load_model_repeat']}",
-                                               "--cold-repeat=1", "--slow-repeat=1", "--no-ceiling",
+                                               "--cold-repeat=1", "--slow-repeat=1", "--ceilings=memcpy,ppread",
                                                f"--dir={tmp}"], timeout=1800)
             fp = r.run("bench_from_pretrained.py",
                        [a.python, os.path.join(ROOT, "examples", "python", "bench_from_pretrained.py"), "--json",

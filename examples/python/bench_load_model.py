@@ -1,7 +1,7 @@
 """Load a checkpoint into an existing torch model: MemTier load_model vs its peers (issue 12).
 
     python examples/python/bench_load_model.py [--size-mb 2048] [--repeat 3] [--cold-repeat N] [--cache warm,cold]
-                                               [--dir DIR] [--no-ceiling] [--json]
+                                               [--dir DIR] [--no-ceiling | --ceilings LIST] [--json]
                                                [--methods memtier,st_load_model,...]
 
 Writes a model of Linear layers (float32, about --size-mb) with
@@ -23,11 +23,14 @@ method loading the file into it:
 (--methods picks some of them by key: memtier, st_load_model, st_load_file,
 runai, fastsafetensors; the ratio is then against the best peer run)
 
-and, unless --no-ceiling, two ceilings in the same runs:
+and, unless --no-ceiling (or only those --ceilings names), ceilings in the same runs:
 
 * ``ceiling: preadv into the parameters``: one ``os.preadv`` per tensor from
   the file into its parameter's memory (the kernel's copy out of the page
   cache, one thread, no loader);
+* ``ceiling: preadv into the parameters, one thread per core`` (warm only):
+  the same preads spread over ``os.cpu_count()`` threads, the page cache's
+  copy with every core;
 * ``ceiling: memcpy into the parameters`` (warm only): ``copy_`` of the
   checkpoint's bytes, already in memory, into the parameters: what filling
   touched memory costs with no file at all;
@@ -141,6 +144,25 @@ CHILD = textwrap.dedent("""
             while done < e - b:
                 done += os.preadv(fd, [mv[done:]], start + b + done)
         os.close(fd)
+    elif method == "ceil_ppread":
+        start, offs = layout()
+        fd = os.open(path, os.O_RDONLY)
+        items = list(sd.items())
+        nthreads = min(len(items), os.cpu_count() or 1) or 1
+        def part(j):
+            for name, t in items[j::nthreads]:  # os.preadv releases the GIL
+                b, e = offs[name]
+                mv = memoryview(t.detach().numpy()).cast("B")
+                done = 0
+                while done < e - b:
+                    done += os.preadv(fd, [mv[done:]], start + b + done)
+        import threading
+        threads = [threading.Thread(target=part, args=(j,)) for j in range(nthreads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        os.close(fd)
     elif method == "ceil_memcpy":
         start, offs = layout()
         with torch.no_grad():
@@ -164,6 +186,7 @@ METHODS = [("memtier", "memtier.safetensors.load_model"),
            ("runai", "Run:ai streamer -> the model"),
            ("fastsafetensors", "fastsafetensors -> the model")]
 CEILINGS = [("ceil_preadv", "ceiling: preadv into the parameters"),
+            ("ceil_ppread", "ceiling: preadv into the parameters, one thread per core"),
             ("ceil_memcpy", "ceiling: memcpy into the parameters"),
             ("ceil_fresh", "(memcpy into fresh 4 KiB pages)")]
 OPTIONAL = {"runai": "runai_model_streamer", "fastsafetensors": "fastsafetensors"}
@@ -205,7 +228,10 @@ def main() -> None:
                          "default: as many as the others")
     ap.add_argument("--cache", default="warm,cold", help="comma list of warm, cold (default both)")
     ap.add_argument("--dir", default=None, help="folder for the checkpoint (default: a temporary one)")
-    ap.add_argument("--no-ceiling", action="store_true", help="skip the two ceiling rows")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the ceiling rows")
+    ap.add_argument("--ceilings", default=None,
+                    help="comma list of the ceiling rows to run (default all): " +
+                    ", ".join(k.removeprefix("ceil_") for k, _ in CEILINGS))
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     ap.add_argument("--methods", default=None,
                     help="comma list of method keys to run (default all installed): " +
@@ -215,6 +241,12 @@ def main() -> None:
     chosen = [m.strip() for m in a.methods.split(",") if m.strip()] if a.methods else keys
     if not chosen or any(m not in keys for m in chosen) or ("memtier" in chosen and len(chosen) < 2):
         ap.error(f"--methods takes keys of {', '.join(keys)}, with memtier and at least one peer")
+    ceil_keys = [k.removeprefix("ceil_") for k, _ in CEILINGS]
+    want_ceil = ceil_keys if a.ceilings is None else [c.strip() for c in a.ceilings.split(",") if c.strip()]
+    if any(c not in ceil_keys for c in want_ceil):
+        ap.error(f"--ceilings takes {', '.join(ceil_keys)}")
+    if a.no_ceiling:
+        want_ceil = []
     caches = [c.strip() for c in a.cache.split(",") if c.strip()]
     if a.cold_repeat is None:
         a.cold_repeat = a.repeat
@@ -241,8 +273,8 @@ def main() -> None:
         checks = set()
         for cache in caches:
             rows = list(peers)
-            if not a.no_ceiling:
-                rows += [c for c in CEILINGS if cache == "warm" or c[0] == "ceil_preadv"]
+            rows += [c for c in CEILINGS if c[0].removeprefix("ceil_") in want_ceil and
+                     (cache == "warm" or c[0] == "ceil_preadv")]
             runs: Dict[str, List[Dict[str, Any]]] = {k: [] for k, _ in rows}
             repeat = a.cold_repeat if cache == "cold" else a.repeat
             for i in range(repeat):
