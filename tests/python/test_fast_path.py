@@ -51,6 +51,17 @@ def outcome(fn, *args, **kw):
                 getattr(e, "index", None))
 
 
+def in_both_modes(monkeypatch, body):
+    """{"compiled": body("compiled"), "abi": body("abi")}: body runs first with
+    the compiled module, then with contexts that bind no fast path (ABI mode)."""
+    rt = _ffi.runtime()
+    assert rt.fast is not None, rt.fast_state
+    results = {"compiled": body("compiled")}
+    monkeypatch.setattr(rt, "fast", None)  # contexts made now bind no fast path
+    results["abi"] = body("abi")
+    return results
+
+
 # ---------------------------------------------------------------- the module is used
 
 
@@ -175,15 +186,11 @@ def test_read_into_argument_errors_are_the_same_in_both_modes(pfile, monkeypatch
     """Calls the C method passes to the Python method: the outcome (result or
     exception type and message) is the same as in ABI mode."""
     path = pfile(SIZE)
-    rt = _ffi.runtime()
-    assert rt.fast is not None, rt.fast_state
-    results = {}
-    for m in ("compiled", "abi"):
-        if m == "abi":
-            monkeypatch.setattr(rt, "fast", None)
+
+    def body(mode):
         b = bytearray(8)
         with memtier.Context() as c:
-            assert (c._fri is None) == (m == "abi")
+            assert (c._fri is None) == (mode == "abi")
             got = [
                 outcome(c.read_into, path=path, offset=3, buffer=b),
                 outcome(c.read_into, path, 3, buffer=b, immutable=True),
@@ -203,7 +210,9 @@ def test_read_into_argument_errors_are_the_same_in_both_modes(pfile, monkeypatch
 
             with Sub() as s:
                 got.append(outcome(lambda: (s.read_into(path, 9, b), bytes(b))))
-        results[m] = got
+        return got
+
+    results = in_both_modes(monkeypatch, body)
     assert results["compiled"] == results["abi"]
     assert results["abi"][-1] == ("ok", (8, pbytes(9, 8)))
     assert results["abi"][4][:2] == (
@@ -283,15 +292,11 @@ def test_index_only_arguments_have_one_outcome_in_both_modes_cached_or_not(pfile
     depended on the path's history. Now each call, first or repeated, has the
     outcome of the Python method in both modes."""
     path = pfile(SIZE)
-    rt = _ffi.runtime()
-    assert rt.fast is not None, rt.fast_state
-    results = {}
-    for m in ("compiled", "abi"):
-        if m == "abi":
-            monkeypatch.setattr(rt, "fast", None)
+
+    def body(mode):
+        got = []
         with memtier.Context() as c:
-            assert (c._fri is None) == (m == "abi")
-            got = []
+            assert (c._fri is None) == (mode == "abi")
             for _ in range(2):  # the second time the path is in the cache
                 b = bytearray(8)
                 got += [outcome(c.read_into, path, 0, b),
@@ -300,7 +305,9 @@ def test_index_only_arguments_have_one_outcome_in_both_modes_cached_or_not(pfile
                         outcome(c.read, path, _IndexOnly(0), 8),
                         outcome(c.read, path, 0, _IndexOnly(8)),
                         outcome(c.read, path, 16, 8)]
-        results[m] = got
+        return got
+
+    results = in_both_modes(monkeypatch, body)
     assert results["compiled"] == results["abi"]
     want = results["abi"]
     assert want[:6] == want[6:]  # the cached path changes nothing
@@ -395,14 +402,11 @@ def test_errors_and_results_equal_across_modes(pfile, tmp_path, monkeypatch):
     """Every case of ERRORS and a few reads, run in both modes in one process:
     the type, message, code, filename and index of each outcome are equal."""
     path = pfile(SIZE)
-    rt = _ffi.runtime()
-    assert rt.fast is not None, rt.fast_state
-    results = {}
-    for m in ("compiled", "abi"):
-        if m == "abi":
-            monkeypatch.setattr(rt, "fast", None)
+
+    def body(mode):
         got = []
         with memtier.Context() as c:
+            assert (c._fri is None) == (mode == "abi")
             for _, args, _, _ in ERRORS:
                 target, offset, buf, kw = args(path, str(tmp_path))
                 if kw.pop("ro", False):
@@ -420,7 +424,9 @@ def test_errors_and_results_equal_across_modes(pfile, tmp_path, monkeypatch):
             got.append(outcome(c.read, path, 3, 5, flags=1 << 32))
             got.append(outcome(lambda: c.readv(path, np.array([[0, 3], [SIZE, 1]])).tolist()))
             got.append(outcome(lambda: c.readv(path, np.array([[0, 3], [9, 2]])).tolist()))
-        results[m] = got
+        return got
+
+    results = in_both_modes(monkeypatch, body)
     assert results["compiled"] == results["abi"]
     assert results["abi"][-1] == ("ok", list(pbytes(0, 3) + pbytes(9, 2)))
 
