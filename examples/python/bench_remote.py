@@ -70,8 +70,9 @@ row is the best of ``--runs`` loads in one process, whose later loads reuse the 
 earlier ones freed. Measured below the engine (runtime/diskcache BenchmarkFirstLoadVersitygw,
 1 GiB, load average 8-11): 50% of a first load's samples were the disk tier's write into new
 page-cache memory (copy_folio_from_iter_atomic, 40x the socket receive's _copy_to_iter; the
-entry checksums 0.5%), and the load cost a median 0.545 CPU s/GB after a 2x pretouch against
-1.25 without.
+entry checksums 0.5%); with the 2 MiB-aligned disk-cache writes then tried (dropped, see
+writeSummed in runtime/diskcache/payload.go) the load cost a median 0.545 CPU s/GB after a 2x
+pretouch against 1.25 without.
 
 What each client needed for versitygw (endpoint http://127.0.0.1:PORT, region us-east-1,
 access key and secret, path-style addressing):

@@ -77,57 +77,34 @@ func readPieces(f *os.File, base int64, h *header, from int, dst []byte, read *a
 // scratchPool holds pieceBytes buffers for the pieces a read covers in part.
 var scratchPool = sync.Pool{New: func() any { b := make([]byte, pieceBytes); return &b }}
 
-// summedChunk is how much of a payload writeSummed checksums at a time:
-// half of a core's L2 cache on the build machine (1 MiB). The write that
-// follows (up to folioAlign bytes) reads what the checksums have just
-// brought into the CPU caches.
+// summedChunk is how much of a payload writeSummed checksums before it
+// writes it: half of a core's L2 cache on the build machine (1 MiB), so the
+// write reads what the checksum has just brought into the cache.
 const summedChunk = 8 * pieceBytes
 
-// folioAlign is the file-offset alignment of writeSummed's writes: the
-// largest page-cache folio (a PMD, 2 MiB on x86-64 and arm64 with 4 KiB
-// pages). A buffered write gets folios no larger than its offset's
-// alignment and its length allow, so the 512 KiB writes at 4 KiB + k x
-// 512 KiB an entry had (the payload starts after its 4 KiB header) left it
-// in 65 folios of at most 256 KiB; writes ending on 2 MiB boundaries leave
-// 12, one of them 2 MiB (counted with /proc/kpageflags on ext4, Linux
-// 6.18), so the write and every later read of the entry handle fewer
-// folios. Measured (BenchmarkFirstLoadVersitygw, 1 GiB, after a 2x
-// pretouch, 10 rounds alternated with the 512 KiB writes on the loaded
-// 2-core build machine, medians): first loads at 827 against 730 MB/s and
-// 0.545 against 0.59 CPU s/GB; second reads within the noise. Without a
-// pretouch they cost more (1.25 against 0.60 CPU s/GB, 4 rounds): a 2 MiB
-// folio comes from the free blocks that
-// the VM's free page reporting has handed back to the host, each page of
-// which faults on the host when first written (bench_remote's "Fair
-// start"), where 4 KiB folios reuse pages freed a moment ago.
-const folioAlign = 2 << 20
-
 // writeSummed writes data at off of f through the page cache and returns
-// its piece checksums (pieceCRCs): it checksums summedChunk bytes at a
-// time and writes what it has checksummed whenever that passes a
-// folioAlign boundary of the file (and the rest at the end), so memory is
-// read once, the write reading what the checksums left in the CPU cache,
-// instead of once for the checksums and again for the write (a block
-// fetched a moment ago is no longer in the cache: the other GETs in
-// flight have written over it since).
+// its piece checksums (pieceCRCs), summedChunk bytes at a time: each chunk
+// is checksummed, then written while it is still in the CPU cache, so
+// memory is read once instead of once for the checksums and again for the
+// write (a block fetched a moment ago is no longer in the cache: the other
+// GETs in flight have written over it since).
+//
+// Writes ending on 2 MiB file boundaries (so an entry sits in fewer, larger
+// page-cache folios) were tried and dropped: on the quiet 2-core build
+// machine (BenchmarkFirstLoadVersitygw, 1 GiB at 16 GETs in flight, 2
+// alternated rounds of 3, no pretouch) first loads fell from 1492/1306 to
+// 599/794 MB/s and their CPU rose from 0.62-0.76 to 1.7-2.2 s/GB, for
+// second reads at 13.3-16.0 against 11.6-14.2 GB/s.
 func writeSummed(f io.WriterAt, data []byte, off int64) ([]uint32, error) {
 	crcs := make([]uint32, numPieces(len(data)))
 	tab := sumTable(writeSum)
-	written := 0
 	for lo := 0; lo < len(data); lo += summedChunk {
 		hi := min(lo+summedChunk, len(data))
 		for p := lo; p < hi; p += pieceBytes {
 			crcs[p/pieceBytes] = crc32.Checksum(data[p:min(p+pieceBytes, hi)], tab)
 		}
-		end := hi
-		if hi < len(data) {
-			end = int((off+int64(hi))/folioAlign*folioAlign - off)
-		}
-		if end > written {
-			if _, err := f.WriteAt(data[written:end], off+int64(written)); err != nil {
-				return nil, err
-			}
-			written = end
+		if _, err := f.WriteAt(data[lo:hi], off+int64(lo)); err != nil {
+			return nil, err
 		}
 	}
 	return crcs, nil

@@ -23,34 +23,33 @@ func (w *writeLog) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// writeSummed's writes end on folioAlign (2 MiB) boundaries of the file
-// but the last, which ends with the payload (a folio's size depends on its
-// offset's alignment and the bytes left in the write, so the tail costs
-// no larger folio), the bytes land where they belong, and its checksums
-// are pieceCRCs'.
-func TestWriteSummedFolioAligned(t *testing.T) {
+// writeSummed writes summedChunk bytes at a time, each right after its
+// checksums, the bytes land where they belong, and its checksums are
+// pieceCRCs'.
+func TestWriteSummedChunks(t *testing.T) {
 	const M = 1 << 20
 	for _, tc := range []struct {
-		off  int64
-		n    int
-		want []string
+		off int64
+		n   int
 	}{
-		// a 4 MiB block after its 4 KiB header: up to 2 MiB, then the rest
-		{headerAlign, 4 * M, []string{"4096+2093056", "2097152+2101248"}},
-		// the last block of an object, shorter and not piece-aligned
-		{headerAlign, 3*M + 12345, []string{"4096+2093056", "2097152+1065017"}},
-		{2 * headerAlign, 2*M - 2*headerAlign, []string{"8192+2088960"}},
-		{headerAlign, 1000, []string{"4096+1000"}},
-		{0, 5 * M, []string{"0+2097152", "2097152+2097152", "4194304+1048576"}},
+		{headerAlign, 4 * M},          // a 4 MiB block after its 4 KiB header
+		{headerAlign, 3*M + 12345},    // the last block of an object, not piece-aligned
+		{2 * headerAlign, 2*M - 8192}, // shorter than two chunks
+		{headerAlign, 1000},
+		{0, 5 * M},
 	} {
 		data := pattern(tc.n, byte(tc.n))
+		var want []string
+		for lo := 0; lo < tc.n; lo += summedChunk {
+			want = append(want, fmt.Sprintf("%d+%d", tc.off+int64(lo), min(summedChunk, tc.n-lo)))
+		}
 		var w writeLog
 		crcs, err := writeSummed(&w, data, tc.off)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(w.writes, tc.want) {
-			t.Errorf("off %d, %d bytes: writes %v, want %v", tc.off, tc.n, w.writes, tc.want)
+		if !slices.Equal(w.writes, want) {
+			t.Errorf("off %d, %d bytes: writes %v, want %v", tc.off, tc.n, w.writes, want)
 		}
 		if !bytes.Equal(w.buf[tc.off:], data) {
 			t.Errorf("off %d, %d bytes: bytes differ", tc.off, tc.n)
