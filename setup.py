@@ -221,6 +221,17 @@ class build_go(Command):
         return []
 
 
+def _script_module(path: str, name: str):
+    """The build script at path (python/fast/) loaded as module name, without
+    importing memtier: the build must not import the package it builds."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 class build_abi(Command):
     """Write memtier/_abi.py: the cdef parsed now (cffi out-of-line ABI mode), so a
     process imports it instead of parsing the cdef at run time (python/fast/abi_module.py).
@@ -243,11 +254,7 @@ class build_abi(Command):
         return os.path.join(self.build_lib, "memtier")
 
     def run(self) -> None:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("memtier_abi_build", ABI_BUILD)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        mod = _script_module(ABI_BUILD, "memtier_abi_build")
         try:
             mod.write(self._target_dir())
         except Exception as e:  # noqa: BLE001 - optional: the package parses at run time then
@@ -267,12 +274,7 @@ class build_abi(Command):
 
 def _fast_builder():
     """python/fast/build.py as a module (it imports cffi only when it builds)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("memtier_fast_build", FAST_BUILD)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _script_module(FAST_BUILD, "memtier_fast_build")
 
 
 def _fast_extension() -> Extension:

@@ -366,9 +366,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         packed = state.pop("_ranges_packed", None)  # None: pickled with the array (before format 1)
         super().__setstate__(state)
         if packed is not None:
-            if packed.get("format") != self._RANGES_FORMAT:
-                raise ValueError("MemTierDataset: pickled index of format %r, this version reads %d "
-                                 "(build the dataset again)" % (packed.get("format"), self._RANGES_FORMAT))
+            _compact.check_format(packed, self._RANGES_FORMAT, "MemTierDataset", "index")
             size = _compact.unpack_ints(packed["size"])
             r = np.empty((packed["rows"], 2), dtype=np.int64)
             r[:, 1] = size

@@ -418,9 +418,7 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
         table = state.pop("_table", None)  # None: pickled with the table's arrays (before format 1)
         super().__setstate__(state)
         if table is not None:
-            if table.get("format") != self._TABLE_FORMAT:
-                raise ValueError("TarShardDataset: pickled member table of format %r, this version reads %d "
-                                 "(build the dataset again)" % (table.get("format"), self._TABLE_FORMAT))
+            _compact.check_format(table, self._TABLE_FORMAT, "TarShardDataset", "member table")
             self._m_shard = _compact.unpack_ints(table["m_shard"])
             self._m_idx = _compact.unpack_ints(table["m_idx"])
             self._m_size = _compact.unpack_ints(table["m_size"])

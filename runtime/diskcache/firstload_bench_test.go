@@ -1,13 +1,10 @@
 package diskcache
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +13,7 @@ import (
 	"github.com/memtier/memtier/runtime/files"
 	"github.com/memtier/memtier/runtime/iopath"
 	"github.com/memtier/memtier/runtime/remote"
+	"github.com/memtier/memtier/runtime/remote/s3test"
 	"github.com/memtier/memtier/runtime/source"
 	"github.com/memtier/memtier/runtime/stats"
 )
@@ -38,14 +36,14 @@ import (
 // -cpuprofile to see where a first load's CPU goes.
 func BenchmarkFirstLoadVersitygw(b *testing.B) {
 	g := startVersitygw(b)
-	mib := firstLoadEnv("FIRSTLOAD_MIB", []int{1024})[0]
-	concs := firstLoadEnv("FIRSTLOAD_CONC", []int{8, 16, 64})
-	reps := firstLoadEnv("FIRSTLOAD_REPS", []int{3})[0]
+	mib := s3test.EnvInts("FIRSTLOAD_MIB", []int{1024})[0]
+	concs := s3test.EnvInts("FIRSTLOAD_CONC", []int{8, 16, 64})
+	reps := s3test.EnvInts("FIRSTLOAD_REPS", []int{3})[0]
 	modes := []string{"remote", "first", "second", "local"}
 	if os.Getenv("FIRSTLOAD_ONLY") != "" {
 		modes = []string{os.Getenv("FIRSTLOAD_ONLY")}
 	}
-	touch := firstLoadEnv("FIRSTLOAD_PRETOUCH", []int{0})[0]
+	touch := s3test.EnvInts("FIRSTLOAD_PRETOUCH", []int{0})[0]
 	n := mib << 20
 	want := pattern(n, 31)
 	g.seed(b, "big.bin", want)
@@ -98,11 +96,11 @@ func BenchmarkFirstLoadVersitygw(b *testing.B) {
 					if touch > 0 && mode != "remote" {
 						pretouch(b, touch*n)
 					}
-					s0, c0, t0 := procCPU(g.Pid), cpuTime(), time.Now()
+					s0, c0, t0 := s3test.ProcCPU(g.Pid), s3test.SelfCPU(), time.Now()
 					if _, err := src.ReadAt(o, dst, 0, source.PathBuffered); err != nil {
 						b.Fatal(err)
 					}
-					d, cpu, scpu := time.Since(t0), cpuTime()-c0, procCPU(g.Pid)-s0
+					d, cpu, scpu := time.Since(t0), s3test.SelfCPU()-c0, s3test.ProcCPU(g.Pid)-s0
 					o.Release()
 					if c != nil {
 						c.Close()
@@ -154,34 +152,6 @@ func pretouch(b *testing.B, n int) {
 	}
 }
 
-// cpuTime is this process's user and system CPU time so far (every
-// goroutine's; versitygw's is its own process's).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procCPU is the user and system CPU time of process pid so far (0 when
-// /proc does not say), at the kernel's clock-tick resolution (10 ms).
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: state is field 3, utime 14, stime 15.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
-}
-
 // newLocalSource returns a source.Local as the engine's buffered path
 // has it (parallel preads), and its closer.
 func newLocalSource(b *testing.B) (*source.Local, func()) {
@@ -192,34 +162,4 @@ func newLocalSource(b *testing.B) (*source.Local, func()) {
 	}
 	tab := files.NewTable(16, &st)
 	return &source.Local{Files: tab, RD: rd}, func() { tab.Close(); rd.Close() }
-}
-
-// firstLoadEnv parses the comma-separated positive integers of the
-// variable name, or returns def.
-func firstLoadEnv(name string, def []int) []int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	var out []int
-	for _, f := range splitComma(v) {
-		var x int
-		if _, err := fmt.Sscanf(f, "%d", &x); err != nil || x <= 0 {
-			return def
-		}
-		out = append(out, x)
-	}
-	return out
-}
-
-func splitComma(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/memtier/memtier/runtime/config"
 	"github.com/memtier/memtier/runtime/diskcache"
 	"github.com/memtier/memtier/runtime/policy"
+	"github.com/memtier/memtier/runtime/remote/s3test"
 )
 
 // BenchmarkDiskTierSecondProcess measures what bench_remote's disk-cache
@@ -141,10 +142,10 @@ func BenchmarkDiskTierSecondProcess(b *testing.B) {
 	type sample struct{ wall, cpu time.Duration }
 	got := map[string][]sample{}
 	measure := func(row string, run func()) {
-		c0 := selfCPU()
+		c0 := s3test.SelfCPU()
 		t0 := time.Now()
 		run()
-		got[row] = append(got[row], sample{time.Since(t0), selfCPU() - c0})
+		got[row] = append(got[row], sample{time.Since(t0), s3test.SelfCPU() - c0})
 	}
 	bytesOf := map[string]int{}
 	if p := os.Getenv("DISKTIER_BENCH_PROF"); p != "" {

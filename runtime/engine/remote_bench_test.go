@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,12 +68,12 @@ func BenchmarkRemoteFirstLoad(b *testing.B) {
 	type sample struct{ wall, self, server time.Duration }
 	got := map[string][]sample{}
 	measure := func(row string, read, done func()) {
-		s0, v0 := selfCPU(), procCPU(g.Pid)
+		s0, v0 := s3test.SelfCPU(), s3test.ProcCPU(g.Pid)
 		t0 := time.Now()
 		read()
 		wall := time.Since(t0)
 		done()
-		got[row] = append(got[row], sample{wall, selfCPU() - s0, procCPU(g.Pid) - v0})
+		got[row] = append(got[row], sample{wall, s3test.SelfCPU() - s0, s3test.ProcCPU(g.Pid) - v0})
 		if !bytes.Equal(dst, want) {
 			b.Fatalf("%s: bytes differ", row)
 		}
@@ -160,34 +159,4 @@ func BenchmarkRemoteFirstLoad(b *testing.B) {
 			perGB(median(xs, func(x sample) time.Duration { return x.self })),
 			perGB(median(xs, func(x sample) time.Duration { return x.server })))
 	}
-}
-
-// selfCPU is this process's user+system CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procCPU is process pid's user+system CPU time so far (/proc/PID/stat
-// fields 14 and 15, in clock ticks of 10 ms), 0 when it cannot be read.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
 }

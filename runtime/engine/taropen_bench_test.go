@@ -80,7 +80,7 @@ func BenchmarkTarOpenRemote(b *testing.B) {
 		}
 		c := newCtx(b, nil)
 		t0 := time.Now()
-		cpu0, gcpu0 := selfCPU(), procCPU(g.Pid)
+		cpu0, gcpu0 := s3test.SelfCPU(), s3test.ProcCPU(g.Pid)
 		var wg sync.WaitGroup
 		next := make(chan string, len(urls))
 		for _, u := range urls {
@@ -100,7 +100,7 @@ func BenchmarkTarOpenRemote(b *testing.B) {
 		}
 		wg.Wait()
 		el := time.Since(t0)
-		cpu, gcpu := selfCPU()-cpu0, procCPU(g.Pid)-gcpu0
+		cpu, gcpu := s3test.SelfCPU()-cpu0, s3test.ProcCPU(g.Pid)-gcpu0
 		fmt.Printf("cpu: self %.3f s, versitygw %.3f s\n", cpu.Seconds(), gcpu.Seconds())
 		s := c.Stats()
 		ds, _ := c.src.(*sources).diskStats()

@@ -3,14 +3,12 @@ package remote
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/memtier/memtier/runtime/files"
+	"github.com/memtier/memtier/runtime/remote/s3test"
 	"github.com/memtier/memtier/runtime/source"
 )
 
@@ -23,10 +21,10 @@ import (
 // DefaultPartBytes and DefaultMaxConcurrency (options.go).
 func BenchmarkVersitygwSweep(b *testing.B) {
 	g := startVersitygw(b)
-	mib := envInts("SWEEP_MIB", []int{512})[0]
-	parts := envInts("SWEEP_PART_MIB", []int{8, 16, 32, 64})
-	concs := envInts("SWEEP_CONC", []int{2, 4, 8, 16, 32, 64})
-	reps := envInts("SWEEP_REPS", []int{3})[0]
+	mib := s3test.EnvInts("SWEEP_MIB", []int{512})[0]
+	parts := s3test.EnvInts("SWEEP_PART_MIB", []int{8, 16, 32, 64})
+	concs := s3test.EnvInts("SWEEP_CONC", []int{2, 4, 8, 16, 32, 64})
+	reps := s3test.EnvInts("SWEEP_REPS", []int{3})[0]
 	size := mib << 20
 	data := pattern(size, 51)
 	g.seed(b, "sweep.bin", data)
@@ -87,22 +85,4 @@ func BenchmarkVersitygwSweep(b *testing.B) {
 		}
 		fmt.Println()
 	}
-}
-
-// envInts parses the comma-separated integers of the variable name, or
-// returns def.
-func envInts(name string, def []int) []int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	var out []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return def
-		}
-		out = append(out, n)
-	}
-	return out
 }
