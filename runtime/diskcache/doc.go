@@ -15,8 +15,8 @@
 // without X-Amz-* query parameters); the validator is the ETag, else the
 // Last-Modified header; an object with neither is not cached. The header
 // (entry.go) repeats the identity, with any query replaced by a hash, the
-// validator, offset, length, object size and a checksum (CRC-32C, or
-// CRC-32 where that is faster: entry.go writeSum) of each 64 KiB
+// validator, offset, length, object size and a checksum (CRC-32C, CRC-32
+// or XXH3, whichever this CPU computes fastest: sum.go) of each 64 KiB
 // piece of the payload (pieceBytes), so no credential or presigned query
 // reaches a file name or a header. A hit reads and checks the header and
 // only the pieces that overlap the bytes it needs: a 16-112 KiB sample of

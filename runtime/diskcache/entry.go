@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-
-	"golang.org/x/sys/cpu"
 )
 
 // On-disk entry format, version 2. One file holds one block of one object
@@ -14,7 +12,8 @@ import (
 //
 //	[0, 4)     magic "MTDC"
 //	[4, 6)     format version (2), little endian like every field
-//	[6, 8)     piece checksum: 0 CRC-32C (Castagnoli), 1 CRC-32 (IEEE)
+//	[6, 8)     piece checksum kind: 0 CRC-32C (Castagnoli), 1 CRC-32 (IEEE),
+//	           2 XXH3-64 truncated to its low 32 bits (sum.go)
 //	[8, 12)    header length = payload offset, a multiple of 4096 bytes
 //	[12, 16)   payload length, bytes
 //	[16, 24)   payload's byte offset in the object
@@ -54,35 +53,6 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Piece checksums ([6, 8) of the header). A writer uses writeSum, the
-// faster on its CPU; a reader checks with the entry's own. CRC-32 (IEEE)
-// where Go's crc32 folds it with AVX-512 VPCLMULQDQ: 33 GB/s against 24
-// GB/s for CRC-32C on the build machine's EPYC (64 KiB pieces), which took a
-// 1 GiB second-process read from the disk tier from 0.24-0.29 to 0.19-0.20
-// CPU s/GB (BenchmarkDiskTierSecondProcess obj-disk; a local file's read is
-// 0.14-0.16). Elsewhere CRC-32C: SSE 4.2 and arm64 have an instruction for
-// it, and without AVX-512 the IEEE folding is not faster. Old entries (all
-// CRC-32C) stay valid.
-const (
-	sumCastagnoli = 0
-	sumIEEE       = 1
-)
-
-var writeSum = func() uint16 {
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasPCLMULQDQ {
-		return sumIEEE
-	}
-	return sumCastagnoli
-}()
-
-// sumTable is the crc32 table of checksum kind k (sumCastagnoli or sumIEEE).
-func sumTable(k uint16) *crc32.Table {
-	if k == sumIEEE {
-		return crc32.IEEETable
-	}
-	return castagnoli
-}
-
 // errOldFormat: an entry of an older format version (not corrupt, but
 // never served: a miss, deleted and fetched again).
 var errOldFormat = errors.New("entry of an older format version")
@@ -94,8 +64,8 @@ type header struct {
 	off        uint64
 	objSize    uint64
 	pieceLen   uint32
-	sum        uint16   // piece checksum kind: sumCastagnoli or sumIEEE
-	crcs       []uint32 // one per piece (sumTable(sum))
+	sum        uint16   // piece checksum kind: sumCastagnoli, sumIEEE or sumXXH3
+	crcs       []uint32 // one per piece (sumOf(sum, piece))
 	id, val    string
 }
 
@@ -105,9 +75,8 @@ func numPieces(n int) int { return (n + pieceBytes - 1) / pieceBytes }
 // pieceCRCs returns the checksum (writeSum) of each piece of data.
 func pieceCRCs(data []byte) []uint32 {
 	crcs := make([]uint32, numPieces(len(data)))
-	tab := sumTable(writeSum)
 	for i := range crcs {
-		crcs[i] = crc32.Checksum(data[i*pieceBytes:min((i+1)*pieceBytes, len(data))], tab)
+		crcs[i] = sumOf(writeSum, data[i*pieceBytes:min((i+1)*pieceBytes, len(data))])
 	}
 	return crcs
 }
@@ -184,7 +153,7 @@ func decodeHeader(b []byte) (header, error) {
 		return h, fmt.Errorf("header checksum %08x, want %08x", got, want)
 	}
 	h.hdrLen = n
-	if h.sum = binary.LittleEndian.Uint16(b[6:]); h.sum != sumCastagnoli && h.sum != sumIEEE {
+	if h.sum = binary.LittleEndian.Uint16(b[6:]); !knownSum(h.sum) {
 		return h, fmt.Errorf("piece checksum kind %d", h.sum)
 	}
 	h.payloadLen = binary.LittleEndian.Uint32(b[12:])

@@ -2,7 +2,6 @@ package diskcache
 
 import (
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"sync"
@@ -26,7 +25,6 @@ import (
 func readPieces(f *os.File, base int64, h *header, from int, dst []byte, read *atomic.Uint64) string {
 	const P = pieceBytes
 	plen, end := int(h.payloadLen), from+len(dst)
-	tab := sumTable(h.sum)
 	for p := from / P; p*P < end; {
 		ps, pe := p*P, min((p+1)*P, plen)
 		if ps >= from && pe <= end {
@@ -45,7 +43,7 @@ func readPieces(f *os.File, base int64, h *header, from int, dst []byte, read *a
 				return "truncated payload"
 			}
 			for i := p; i < q; i++ {
-				if crc32.Checksum(buf[i*P-ps:min((i+1)*P, qe)-ps], tab) != h.crcs[i] {
+				if sumOf(h.sum, buf[i*P-ps:min((i+1)*P, qe)-ps]) != h.crcs[i] {
 					return fmt.Sprintf("payload piece %d checksum mismatch", i)
 				}
 			}
@@ -59,7 +57,7 @@ func readPieces(f *os.File, base int64, h *header, from int, dst []byte, read *a
 		why := ""
 		if n != len(buf) {
 			why = "truncated payload"
-		} else if crc32.Checksum(buf, tab) != h.crcs[p] {
+		} else if sumOf(h.sum, buf) != h.crcs[p] {
 			why = fmt.Sprintf("payload piece %d checksum mismatch", p)
 		} else {
 			a, z := max(ps, from), min(pe, end)
@@ -97,11 +95,10 @@ const summedChunk = 8 * pieceBytes
 // second reads at 13.3-16.0 against 11.6-14.2 GB/s.
 func writeSummed(f io.WriterAt, data []byte, off int64) ([]uint32, error) {
 	crcs := make([]uint32, numPieces(len(data)))
-	tab := sumTable(writeSum)
 	for lo := 0; lo < len(data); lo += summedChunk {
 		hi := min(lo+summedChunk, len(data))
 		for p := lo; p < hi; p += pieceBytes {
-			crcs[p/pieceBytes] = crc32.Checksum(data[p:min(p+pieceBytes, hi)], tab)
+			crcs[p/pieceBytes] = sumOf(writeSum, data[p:min(p+pieceBytes, hi)])
 		}
 		if _, err := f.WriteAt(data[lo:hi], off+int64(lo)); err != nil {
 			return nil, err

@@ -3,7 +3,6 @@ package diskcache
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"sync"
 	"syscall"
@@ -197,17 +196,17 @@ func appendScratch(iov [][]byte, scratch []byte, n int) ([][]byte, []byte) {
 // read into iov in order) against h.
 func checkPieces(h *header, iov [][]byte, cs, ce int) string {
 	const P = pieceBytes
-	p, pos, crc, tab := cs/P, cs, uint32(0), sumTable(h.sum)
+	p, pos, d := cs/P, cs, newPieceDigest(h.sum)
 	for _, b := range iov {
 		for len(b) > 0 {
 			n := min(len(b), (p+1)*P-pos)
-			crc = crc32.Update(crc, tab, b[:n])
+			d.write(b[:n])
 			b, pos = b[n:], pos+n
 			if pos == (p+1)*P || pos == ce {
-				if crc != h.crcs[p] {
+				if d.sum() != h.crcs[p] {
 					return fmt.Sprintf("payload piece %d checksum mismatch", p)
 				}
-				p, crc = p+1, 0
+				p++
 			}
 		}
 	}
