@@ -92,3 +92,23 @@ def test_errors(url):
         assert bytes(ctx.readv(url, ranges)) == DATA[:10] + DATA[-5:]  # back to back
         with pytest.raises(memtier.NotFoundError):
             ctx.readv(url.replace("data.bin", "nope.bin"), ranges)
+
+
+def test_split_read_into_revalidates_once(url, monkeypatch):
+    """A read_into above CHUNK_BYTES runs as several library calls; under
+    freshness "strict" only the first sends the revalidation GET (one per
+    Python call, as one library call does), and the pieces are DRAM hits."""
+    import memtier._context as mc
+
+    monkeypatch.setattr(mc, "CHUNK_BYTES", 1 << 20)  # 4 pieces of DATA
+    with memtier.Context() as ctx:
+        assert ctx.read(url, 0, len(DATA)) == DATA  # opens and fills the DRAM cache
+        buf = np.zeros(len(DATA), dtype=np.uint8)
+        ctx.reset_stats()
+        gets = _Handler.gets
+        mc.Context.read_into(ctx, url, 0, buf)  # the Python method: the split path
+        st = ctx.stats()
+        assert buf.tobytes() == DATA
+        assert _Handler.gets - gets == 1  # one conditional GET (304), not 4
+        assert (st.requests, st.remote_requests, st.remote_bytes) == (4, 1, 0)
+        assert (st.cache_hit_requests, st.cache_hit_bytes) == (4, len(DATA))
