@@ -74,9 +74,9 @@ func numPieces(n int) int { return (n + pieceBytes - 1) / pieceBytes }
 
 // pieceCRCs returns the checksum (writeSum) of each piece of data.
 func pieceCRCs(data []byte) []uint32 {
-	crcs := make([]uint32, numPieces(len(data)))
+	crcs, k := make([]uint32, numPieces(len(data))), writeSum()
 	for i := range crcs {
-		crcs[i] = sumOf(writeSum, data[i*pieceBytes:min((i+1)*pieceBytes, len(data))])
+		crcs[i] = sumOf(k, data[i*pieceBytes:min((i+1)*pieceBytes, len(data))])
 	}
 	return crcs
 }
@@ -99,7 +99,7 @@ func encodeHeader(k *Key, off uint64, payloadLen int, crcs []uint32) []byte {
 	b := make([]byte, n)
 	copy(b, magic)
 	binary.LittleEndian.PutUint16(b[4:], formatVersion)
-	binary.LittleEndian.PutUint16(b[6:], writeSum)
+	binary.LittleEndian.PutUint16(b[6:], writeSum())
 	binary.LittleEndian.PutUint32(b[8:], uint32(n))
 	binary.LittleEndian.PutUint32(b[12:], uint32(payloadLen))
 	binary.LittleEndian.PutUint64(b[16:], off)

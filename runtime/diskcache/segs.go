@@ -196,7 +196,7 @@ func appendScratch(iov [][]byte, scratch []byte, n int) ([][]byte, []byte) {
 // read into iov in order) against h.
 func checkPieces(h *header, iov [][]byte, cs, ce int) string {
 	const P = pieceBytes
-	p, pos, d := cs/P, cs, newPieceDigest(h.sum)
+	p, pos, d := cs/P, cs, pieceDigest{kind: h.sum}
 	for _, b := range iov {
 		for len(b) > 0 {
 			n := min(len(b), (p+1)*P-pos)

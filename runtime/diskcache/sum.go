@@ -2,6 +2,7 @@ package diskcache
 
 import (
 	"hash/crc32"
+	"sync"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -23,7 +24,7 @@ import (
 // the SSE 4.2 instruction; github.com/zeebo/xxh3 uses AVX2 or AVX-512 where
 // present and plain Go elsewhere, so on arm64 CRC-32C's instruction may win.)
 // Since no single kind is fastest on every CPU, writeSum is measured once
-// per process (pickWriteSum), which costs well under a millisecond.
+// per process (pickWriteSum) at the first write, well under a millisecond.
 //
 // XXH3 is not a CRC: it detects any torn or flipped piece with probability
 // 1 - 2^-32 per piece like the CRCs do for random damage (the checks exist
@@ -59,15 +60,7 @@ func sumOf(k uint16, b []byte) uint32 {
 type pieceDigest struct {
 	kind uint16
 	crc  uint32
-	x    *xxh3.Hasher // sumXXH3 only
-}
-
-func newPieceDigest(k uint16) *pieceDigest {
-	d := &pieceDigest{kind: k}
-	if k == sumXXH3 {
-		d.x = xxh3.New()
-	}
-	return d
+	x    xxh3.Hasher // sumXXH3 only; by value, so a check allocates nothing
 }
 
 func (d *pieceDigest) write(b []byte) {
@@ -92,8 +85,10 @@ func (d *pieceDigest) sum() uint32 {
 	return s
 }
 
-// writeSum is the kind new entries get (tests set it to write each kind).
-var writeSum = pickWriteSum()
+// writeSum returns the kind new entries get, picked on the first write of
+// the process (not at library load: most processes open no disk cache).
+// Tests replace it to write each kind.
+var writeSum = sync.OnceValue(pickWriteSum)
 
 // pickWriteSum times each kind over one 64 KiB piece, interleaved, and
 // returns the fastest (the best of a few rounds, so a preemption during one

@@ -13,16 +13,16 @@ import (
 // flipped payload byte is found under every kind; an unknown kind is a
 // corrupt entry.
 func TestPieceChecksumKinds(t *testing.T) {
-	defer func(w uint16) { writeSum = w }(writeSum)
+	defer func(w func() uint16) { writeSum = w }(writeSum)
 	for kind := uint16(0); kind < numSumKinds; kind++ {
 		want := pattern(2*pieceBlock+77, 51+byte(kind))
 		srv := newObjServer(t, want, `"k"`)
 		dir := t.TempDir()
 		o := Options{Dir: dir, Synchronous: true, BlockBytes: pieceBlock}
-		writeSum = kind
+		writeSum = func() uint16 { return kind }
 		newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
 		other := (kind + 1) % numSumKinds
-		writeSum = other
+		writeSum = func() uint16 { return other }
 		s := newStack(t, testOptions(), o)
 		if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
 			t.Fatalf("kind %d: bytes differ", kind)
@@ -57,7 +57,7 @@ func TestPieceChecksumKinds(t *testing.T) {
 func TestPieceDigestParts(t *testing.T) {
 	data := pattern(3*pieceBytes+1000, 7)
 	for k := uint16(0); k < numSumKinds; k++ {
-		d := newPieceDigest(k)
+		d := pieceDigest{kind: k}
 		for rep := 0; rep < 2; rep++ {
 			for _, cut := range [][]int{{0, 1, 4096, 65535}, {0, 30000}, {0}} {
 				piece := data[rep*pieceBytes : (rep+1)*pieceBytes]
