@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "hit.h"
+#include "hitcopy.h"
 #include "memtier.h"
 
 /* Read-only flags a hit may carry; others (unknown bits) are Go's to refuse. */
@@ -208,35 +209,14 @@ static int mt_same_file(const unsigned char* fe, const struct stat* st) {
                LD(fe, MT_HIT_FILE_CTIME);
 }
 
-/* The copy of a hit. On x86-64 with fast strings (ERMS), rep movsb: the
- * microcoded string copy keeps more of a 4 KiB copy from DRAM in flight than
- * glibc's vector loop (which it uses below its rep-movsb threshold, 8 KiB
- * with AVX-512); it is also what a compiler makes of a memcpy of a constant
- * 4 KiB, the memcpy floor of bench_hot_path. Below 1 KiB, and elsewhere,
- * memcpy. */
+int mt_hit_copy_test(void* dst, const void* src, uint64_t n) {
+    mt_copy_bytes(dst, src, n);
 #if defined(__x86_64__)
-#include <cpuid.h>
-static int mt_erms = -1; /* 1: rep movsb; 0: memcpy; -1: not probed */
-
-static __attribute__((noinline)) int mt_probe_erms(void) {
-    unsigned a, b, c, d;
-    int erms = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 9)) != 0;
-    __atomic_store_n(&mt_erms, erms, __ATOMIC_RELAXED);
-    return erms;
-}
-
-static inline void mt_copy_bytes(void* dst, const void* src, uint64_t n) {
-    int erms = __atomic_load_n(&mt_erms, __ATOMIC_RELAXED);
-    if (__builtin_expect(erms < 0, 0)) erms = mt_probe_erms();
-    if (erms && n >= 1024) { /* below, rep movsb's start-up costs more than a vector copy */
-        __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
-    } else {
-        memcpy(dst, src, n);
-    }
-}
+    return __atomic_load_n(&mt_copy_kind, __ATOMIC_RELAXED);
 #else
-static inline void mt_copy_bytes(void* dst, const void* src, uint64_t n) { memcpy(dst, src, n); }
+    return 0;
 #endif
+}
 
 /* The copy, with a fault on dst caught: 0 done, -1 faulted. Not inlined, so
  * that nothing of the caller's frame lives in registers sigsetjmp restores. */

@@ -105,6 +105,16 @@ func hitRead(id uint64, path string, off uint64, dst unsafe.Pointer, size uint64
 	return C.mt_hit_read(C.uint64_t(id), cs, C.uint64_t(off), C.uint64_t(size), dst, C.uint32_t(flags)) == 1
 }
 
+// hitCopy copies src into dst (same length) with hit.c's copy and returns
+// the copy it picked (hitcopy.h: 0 memcpy, 1 rep movsb, 2 AVX2), for the
+// copy test. The slices are Go memory that C does not keep.
+func hitCopy(dst, src []byte) int {
+	if len(src) == 0 {
+		return int(C.mt_hit_copy_test(nil, nil, 0))
+	}
+	return int(C.mt_hit_copy_test(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), C.uint64_t(len(src))))
+}
+
 // cPathBuf is n bytes of C memory for a path the tests rewrite in place
 // (setCPath; C.free it with cPathFree), and hitReadCPath is hitRead of the
 // path in it: a caller that reuses one buffer for other paths.

@@ -111,4 +111,9 @@ MT_HIT_API uint64_t mt_hit_path_hash(const char* p, uint64_t n);
 MT_HIT_API void mt_hit_slots(uint64_t file, uint64_t index, uint64_t block_mask, uint64_t hint_mask,
                              uint64_t* block, uint64_t* hint, uint64_t* tag);
 
+/* mt_hit_copy_test copies n bytes from src to dst with the hit path's copy
+ * (hitcopy.h) and returns the copy it picked (0 memcpy, 1 rep movsb, 2 the
+ * AVX2 loop; for the copy test). */
+MT_HIT_API int mt_hit_copy_test(void* dst, const void* src, uint64_t n);
+
 #endif
