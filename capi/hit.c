@@ -14,11 +14,13 @@
  *     interval freshness trusts a File checked within the interval (else Go
  *     checks it); open freshness and MEMTIER_READ_IMMUTABLE trust the entry;
  *   - the range: inside the file and inside one block whose pages are valid;
- *   - the source: the block's address hint (runtime/hitidx.HintEntry) is
- *     only a prediction that lets the copy start before the entry's cache
- *     miss is served; the copy runs from it only when the entry, read
- *     under its sequence counter, names the same address (else from the
- *     entry's own);
+ *   - the source: a trusted read copies first from where the block's hint
+ *     (runtime/hitidx.HintEntry) predicts it, so that the block entry's
+ *     cache miss is served during the copy, not before it; the copy stands
+ *     only when the entry, read after it under its sequence counter, still
+ *     has the hint's sequence value and names the same address (else the
+ *     read copies again from the entry's own address, as a checked read
+ *     does from the start);
  *   - races: the file and block entries' sequence counters are read before
  *     and after the copy, and Go moves them before a block's memory is reused
  *     or a File leaves the descriptor table, so a copy that raced is redone;
@@ -321,26 +323,27 @@ void mt_hit_slots(uint64_t file, uint64_t index, uint64_t block_mask, uint64_t h
     *tag = h >> 52;
 }
 
-/* A block's lookup: its pair of entries and the address its hint predicts. */
-typedef struct mt_block_ref {
-    const unsigned char* be; /* the first entry of the pair */
-    uint64_t pred;           /* the hint's address when its tag is the block's, else 0 */
-} mt_block_ref_t;
-
-static inline mt_block_ref_t mt_hit_lookup(const unsigned char* r, uint64_t ver, uint64_t bi) {
-    mt_block_ref_t b;
-    b.be = r + LD(r, MT_HIT_HDR_BLOCK_OFF) +
+/* The first block entry of the pair of block (ver, bi). */
+static inline const unsigned char* mt_hit_lookup(const unsigned char* r, uint64_t ver, uint64_t bi) {
+    return r + LD(r, MT_HIT_HDR_BLOCK_OFF) +
            (mt_block_hash(ver, bi) & LD(r, MT_HIT_HDR_BLOCK_MASK) & ~UINT64_C(1)) * MT_HIT_BLOCK_ENTRY;
-    b.pred = 0;
-    return b;
 }
 
-/* The address block (ver, bi)'s hint predicts, or 0 (no hint, or another
- * block's: its tag differs). */
-static inline uint64_t mt_hit_predict(const unsigned char* r, uint64_t ver, uint64_t bi) {
+/* The hint of block (ver, bi) (its address word at [0], its sequence value
+ * at [MT_HIT_HINT_STAMP]). */
+static inline const unsigned char* mt_hit_hint(const unsigned char* r, uint64_t ver, uint64_t bi) {
     const uint64_t h = mt_block_hash(ver, bi);
-    const uint64_t w = LD(r, LD(r, MT_HIT_HDR_HINT_OFF) + (h >> 1 & LD(r, MT_HIT_HDR_HINT_MASK)) * MT_HIT_HINT_ENTRY);
-    return (w & MT_HIT_HINT_TAG) == h >> 52 ? w & ~MT_HIT_HINT_TAG : 0;
+    return r + LD(r, MT_HIT_HDR_HINT_OFF) + (h >> 1 & LD(r, MT_HIT_HDR_HINT_MASK)) * MT_HIT_HINT_ENTRY;
+}
+
+/* The address block (ver, bi)'s hint word w predicts, or 0 (no hint, or
+ * another block's: its tag differs). */
+static inline uint64_t mt_hint_addr(uint64_t w, uint64_t ver, uint64_t bi) {
+    return (w & MT_HIT_HINT_TAG) == mt_block_hash(ver, bi) >> 52 ? w & ~MT_HIT_HINT_TAG : 0;
+}
+
+static inline uint64_t mt_hit_predict(const unsigned char* r, uint64_t ver, uint64_t bi) {
+    return mt_hint_addr(LD(mt_hit_hint(r, ver, bi), 0), ver, bi);
 }
 
 /* The most source lines a checked read prefetches before its check: a
@@ -363,21 +366,19 @@ static inline void mt_hit_prefetch_range(const unsigned char* r, uint64_t ver, u
     for (uint64_t l = 0; l < end && l < MT_HIT_CHECK_SRC_LINES; l++) __builtin_prefetch(p + 64 * l);
 }
 
-/* The block lookup for [off, off + size) of file version ver, its entries
- * prefetched; be NULL when the range is outside the file or spans two
- * blocks. */
-static inline mt_block_ref_t mt_hit_block_slot(const unsigned char* r, uint64_t ver, uint64_t fsize, uint64_t off,
-                                               uint64_t size, uint64_t shift) {
-    mt_block_ref_t b = {NULL, 0};
-    if (off > fsize || size > fsize - off) return b;
+/* The pair of block entries for [off, off + size) of file version ver,
+ * prefetched; NULL when the range is outside the file or spans two blocks. */
+static inline const unsigned char* mt_hit_block_slot(const unsigned char* r, uint64_t ver, uint64_t fsize,
+                                                     uint64_t off, uint64_t size, uint64_t shift) {
+    if (off > fsize || size > fsize - off) return NULL;
     const uint64_t bi = off >> shift;
-    if ((off + size - 1) >> shift != bi) return b;
-    b = mt_hit_lookup(r, ver, bi);
+    if ((off + size - 1) >> shift != bi) return NULL;
+    const unsigned char* be = mt_hit_lookup(r, ver, bi);
     /* The pair, two cache lines: their misses overlap what runs before the
-     * copy (and, with a prediction, the copy itself: see mt_hit_copy). */
-    __builtin_prefetch(b.be);
-    __builtin_prefetch(b.be + MT_HIT_BLOCK_ENTRY);
-    return b;
+     * entry is read (a trusted read's copy: mt_hit_copy_hinted). */
+    __builtin_prefetch(be);
+    __builtin_prefetch(be + MT_HIT_BLOCK_ENTRY);
+    return be;
 }
 
 /* How many elements ahead a readv prefetches the block entries: each is a
@@ -425,28 +426,22 @@ static inline void mt_hit_prefetch_src(const unsigned char* be, uint64_t ver, co
     for (int l = 0; l < MT_HIT_READV_SRC_LINES; l++) __builtin_prefetch(p + 64 * l);
 }
 
-/* Copies [off, off + size) from the block of lookup b when it holds all of
- * it (valid pages, no writer before or during the copy), marking the block
- * used: 1 copied, 0 not (dst may hold any bytes).
- *
- * With predict, the copy reads from the hint's address once the entry has
- * named the same one: the same bytes as from the entry's address, but the
- * hint is loaded from a dense table that stays in the CPU caches, so the
- * copy's loads do not depend on the entry's (often a miss to DRAM) and the
- * CPU runs them while the entry's checks wait, on the predicted path. A
- * readv, whose entries were prefetched elements ahead, does not predict: a
- * wrong prediction costs a branch miss and the loads it sent astray. */
-static inline __attribute__((always_inline)) int mt_hit_copy(mt_block_ref_t b, uint64_t ver, uint64_t off,
+/* The pages of [lo, lo + size) of a block: bit p for page p. */
+static inline uint64_t mt_pages(uint64_t lo, uint64_t size) {
+    const uint64_t p0 = lo >> 12, p1 = (lo + size + 4095) >> 12;
+    return (p1 - p0 == 64 ? ~UINT64_C(0) : ((UINT64_C(1) << (p1 - p0)) - 1)) << p0;
+}
+
+/* Copies [off, off + size) from the block of the pair at be when it holds
+ * all of it (valid pages, no writer before or during the copy), marking the
+ * block used: 1 copied, 0 not (dst may hold any bytes). The entry is read
+ * before the copy, whose source is the entry's address: where its line is
+ * not in the CPU caches the copy waits for it (mt_hit_copy_hinted does not). */
+static inline __attribute__((always_inline)) int mt_hit_copy(const unsigned char* be, uint64_t ver, uint64_t off,
                                                               uint64_t size, uint64_t shift, void* dst,
-                                                              int predict, int guarded) {
-    const unsigned char* be = b.be;
+                                                              int guarded) {
     const uint64_t bi = off >> shift;
     const uint64_t lo = off & ((UINT64_C(1) << shift) - 1);
-    /* The source as the hint predicts it, formed before any entry load, and
-     * opaque to the compiler, which could otherwise form it from the entry's
-     * address once it knows the two are equal (bringing the dependency back). */
-    uint64_t src = b.pred + lo;
-    if (predict) __asm__("" : "+r"(src));
     uint64_t bs1 = LDA(be, MT_HIT_BLOCK_SEQ);
     if (bs1 & 1 || LD(be, MT_HIT_BLOCK_FILE) != ver || LD(be, MT_HIT_BLOCK_INDEX) != bi) {
         be += MT_HIT_BLOCK_ENTRY;
@@ -454,18 +449,9 @@ static inline __attribute__((always_inline)) int mt_hit_copy(mt_block_ref_t b, u
         if (bs1 & 1 || LD(be, MT_HIT_BLOCK_FILE) != ver || LD(be, MT_HIT_BLOCK_INDEX) != bi) return 0;
     }
     const uint64_t addr = LD(be, MT_HIT_BLOCK_ADDR);
-    const uint64_t p0 = lo >> 12, p1 = (lo + size + 4095) >> 12;
-    const uint64_t need = (p1 - p0 == 64 ? ~UINT64_C(0) : ((UINT64_C(1) << (p1 - p0)) - 1)) << p0;
+    const uint64_t need = mt_pages(lo, size);
     if (addr == 0 || (LD(be, MT_HIT_BLOCK_VALID) & need) != need) return 0;
-    if (!predict) {
-        src = addr + lo;
-    } else if (__builtin_expect(addr != b.pred, 0)) {
-        /* No or a stale prediction: the entry's own address. A branch, not a
-         * select (the volatile asm keeps the compiler from making it a cmov,
-         * whose result would wait for the entry's load again). */
-        src = addr + lo;
-        __asm__ volatile("" : "+r"(src));
-    }
+    const uint64_t src = addr + lo;
     if (guarded) {
         if (!mt_guard_ok || mt_guarded_copy(dst, (const void*)(uintptr_t)src, size) != 0) return 0;
     } else { /* the caller's guard (mt_hit_copy_all) catches a fault */
@@ -481,14 +467,59 @@ static inline __attribute__((always_inline)) int mt_hit_copy(mt_block_ref_t b, u
     return 1;
 }
 
+/* The copy of a trusted read: from where block (ver, off >> shift)'s hint
+ * predicts it, before the block's entry (pair at be, prefetched) is read,
+ * so the entry's miss to DRAM is served during the copy instead of before
+ * it; then the entry is read under its sequence counter. 1: copied, and the
+ * entry had the hint's sequence value from before the copy to after it and
+ * named the hint's address with the range's pages valid; 0: not (dst may
+ * hold any bytes; the caller copies with mt_hit_copy).
+ *
+ * Why an equal value proves the copy: Go gives every write of a block entry
+ * a new value, unique across the region's entries (runtime/hitidx
+ * unlockPair), and writes a hint's value after the entry took it. So an
+ * entry that has the hint's value after the copy is the one the hint's
+ * value was written for, unchanged since before the hint was read, that is
+ * during the whole copy; and Go clears a block's entry (a new value) before
+ * it reuses the block's memory. The hint itself may be torn or stale: its
+ * address is only used once the entry names the same one. A copy from a
+ * stale address reads memory of the cache, which stays mapped while the
+ * context is registered; an address that faults (the guard catches it)
+ * falls back like any other mismatch. */
+static inline __attribute__((always_inline)) int mt_hit_copy_hinted(const unsigned char* r, const unsigned char* be,
+                                                                     uint64_t ver, uint64_t off, uint64_t size,
+                                                                     uint64_t shift, void* dst) {
+    const uint64_t bi = off >> shift;
+    const unsigned char* hp = mt_hit_hint(r, ver, bi);
+    const uint64_t stamp = LD(hp, MT_HIT_HINT_STAMP);
+    const uint64_t pred = mt_hint_addr(LD(hp, 0), ver, bi);
+    if (pred == 0 || stamp == 0 || (stamp & 1) || !mt_guard_ok) return 0;
+    atomic_thread_fence(memory_order_acquire); /* the hint's loads before the copy's */
+    const uint64_t lo = off & ((UINT64_C(1) << shift) - 1);
+    if (mt_guarded_copy(dst, (const void*)(uintptr_t)(pred + lo), size) != 0) return 0;
+    atomic_thread_fence(memory_order_acquire); /* the copy's loads before the entry's */
+    if (LDA(be, MT_HIT_BLOCK_SEQ) != stamp) {
+        be += MT_HIT_BLOCK_ENTRY;
+        if (LDA(be, MT_HIT_BLOCK_SEQ) != stamp) return 0;
+    }
+    const uint64_t need = mt_pages(lo, size);
+    if (LD(be, MT_HIT_BLOCK_FILE) != ver || LD(be, MT_HIT_BLOCK_INDEX) != bi || LD(be, MT_HIT_BLOCK_ADDR) != pred ||
+        (LD(be, MT_HIT_BLOCK_VALID) & need) != need)
+        return 0;
+    atomic_thread_fence(memory_order_acquire);
+    if (LD(be, MT_HIT_BLOCK_SEQ) != stamp) return 0;
+    if (LD(be, MT_HIT_BLOCK_REF) == 0) ST((unsigned char*)be, MT_HIT_BLOCK_REF, 1);
+    return 1;
+}
+
 static int mt_hit_serve(uint64_t id, const unsigned char* r, const char* path, uint64_t off, uint64_t size,
                         void* dst, uint32_t flags) {
     uint64_t fs1, ver;
     const unsigned char* fe = mt_hit_file_cached(id, r, path, &fs1, &ver);
     if (fe == NULL) return 0;
     const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT);
-    mt_block_ref_t b = mt_hit_block_slot(r, ver, LD(fe, MT_HIT_FILE_SIZE), off, size, shift);
-    if (b.be == NULL) return 0;
+    const unsigned char* be = mt_hit_block_slot(r, ver, LD(fe, MT_HIT_FILE_SIZE), off, size, shift);
+    if (be == NULL) return 0;
     /* Strict: the source is prefetched where the hint predicts it, and the
      * fstat runs while it arrives (interval and open freshness copy at once,
      * and their copy reads from the hint itself). */
@@ -496,15 +527,13 @@ static int mt_hit_serve(uint64_t id, const unsigned char* r, const char* path, u
         mt_hit_prefetch_range(r, ver, off, size, shift);
     const int fresh = mt_hit_fresh(r, fe, path, flags);
     if (fresh == 0) return 0;
-    /* A trusted file predicts (the copy would wait for the entry's miss);
-     * a checked one does not: the entry's line arrived during the fstat
-     * (and the source's, from the prefetch above). */
-    int copied;
-    if (fresh == 1) { /* two inlined copies, each with predict constant */
-        b.pred = mt_hit_predict(r, ver, off >> shift);
-        copied = mt_hit_copy(b, ver, off, size, shift, dst, 1, 1);
-    } else {
-        copied = mt_hit_copy(b, ver, off, size, shift, dst, 0, 1);
+    /* A trusted file copies from the hint first (else the copy would wait
+     * for the entry's miss); a checked one does not: the entry's line
+     * arrived during the fstat (and the source's, from the prefetch above). */
+    int copied = fresh == 1 && mt_hit_copy_hinted(r, be, ver, off, size, shift, dst);
+    if (!copied) {
+        if (fresh == 1) __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_HINT_MISSES), 1, __ATOMIC_RELAXED);
+        copied = mt_hit_copy(be, ver, off, size, shift, dst, 1);
     }
     if (!copied) return 0;
     if (LD(fe, MT_HIT_FILE_SEQ) != fs1) return 0;
@@ -564,9 +593,8 @@ static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r
         if (e->path != NULL || e->size == 0 || e->dst == NULL) continue;
         const uint64_t off = e->offset, size = e->size;
         if (off > fsize || size > fsize - off || (off + size - 1) >> shift != off >> shift) continue;
-        const mt_block_ref_t b = {ring[k % MT_HIT_READV_RING], 0};
         at = k; /* volatile: the fault path reads it */
-        if (!mt_hit_copy(b, ver, e->offset, e->size, shift, e->dst, 0, 0)) continue;
+        if (!mt_hit_copy(ring[k % MT_HIT_READV_RING], ver, e->offset, e->size, shift, e->dst, 0)) continue;
         e->result = (int64_t)e->size;
         bytes += e->size;
         served++;

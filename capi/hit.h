@@ -12,7 +12,7 @@
 /* Internal to libmemtier.so: not exported. */
 #define MT_HIT_API __attribute__((visibility("hidden")))
 
-#define MT_HIT_MAGIC 0x4d54484954583032ull /* "MTHITX02" */
+#define MT_HIT_MAGIC 0x4d54484954583033ull /* "MTHITX03" */
 
 /* header */
 #define MT_HIT_HDR_MAGIC 0
@@ -33,6 +33,7 @@
 #define MT_HIT_CTR_READV_CALLS 152
 #define MT_HIT_CTR_READV_CHECKED 160
 #define MT_HIT_CTR_READV_HITS 168
+#define MT_HIT_CTR_HINT_MISSES 176
 
 /* file entry */
 #define MT_HIT_FILE_SEQ 0
@@ -60,8 +61,10 @@
 #define MT_HIT_BLOCK_REF 40
 #define MT_HIT_BLOCK_ENTRY 64
 
-/* address hint (runtime/hitidx.HintEntry): one uint64 */
-#define MT_HIT_HINT_ENTRY 8
+/* address hint (runtime/hitidx.HintEntry): the address word (address | tag),
+ * then the sequence value of the entry that named it */
+#define MT_HIT_HINT_ENTRY 16
+#define MT_HIT_HINT_STAMP 8
 
 /* The most elements memtier_readv takes (capi/exports_io.go maxReadvElements):
  * larger calls go to Go, which refuses them. */

@@ -311,13 +311,21 @@ func TestHitBadDst(t *testing.T) {
 
 // TestHitEvictionRace: with a 4-block cache, C copies race with evictions
 // and block reuse by other goroutines; every byte must still be right.
+// Strict reads copy after reading the block entry; open ones copy from the
+// hint first and check the entry after (mt_hit_copy_hinted).
 func TestHitEvictionRace(t *testing.T) {
+	for _, fresh := range []int{config.FreshStrict, config.FreshOpen} {
+		testHitEvictionRace(t, fresh)
+	}
+}
+
+func testHitEvictionRace(t *testing.T, fresh int) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.bin")
 	const size = 2 << 20
 	data := pattern(size, 0x33)
 	writeFile(t, path, data)
-	id, c := newHitCtx(t, config.FreshStrict, func(o *config.Options) { o.CacheBytes = 256 << 10 })
+	id, c := newHitCtx(t, fresh, func(o *config.Options) { o.CacheBytes = 256 << 10 })
 	var wg sync.WaitGroup
 	var inC sync.Map
 	for g := range 3 {
@@ -338,7 +346,7 @@ func TestHitEvictionRace(t *testing.T) {
 					return
 				}
 				if !bytes.Equal(dst, data[off:off+4096]) {
-					t.Errorf("offset %d: wrong bytes", off)
+					t.Errorf("fresh %d, offset %d: wrong bytes", fresh, off)
 					return
 				}
 				if g == 0 && i%500 == 0 {
@@ -352,15 +360,18 @@ func TestHitEvictionRace(t *testing.T) {
 	total := 0
 	inC.Range(func(_, v any) bool { total += v.(int); return true })
 	if total == 0 {
-		t.Fatal("no read was served in C")
+		t.Fatalf("fresh %d: no read was served in C", fresh)
 	}
 }
 
-// TestHitStaleHints: the address hints are only predictions. With every hint
-// naming an unmapped page under the right tag (a wrong prediction), with
-// every tag wrong (no prediction) and with every hint zero, C still serves
-// exactly the cached bytes (from the entries' own addresses) and counts
-// them once.
+// TestHitStaleHints: the address hints are only predictions. As the prefetch
+// left them, every open read's copy from its hint stands. With every hint
+// naming an unmapped page under the right tag (a wrong prediction), naming
+// another cached block (mapped memory holding other bytes) under the right
+// tag and sequence value, with a sequence value the entry no longer has,
+// with every tag wrong (no prediction) and with every hint zero, C still
+// serves exactly the cached bytes (from the entries' own addresses) and
+// counts them once.
 func TestHitStaleHints(t *testing.T) {
 	// Open freshness copies from the hint; strict prefetches from it before
 	// its fstat (a prefetch of an unmapped page must not fault).
@@ -382,26 +393,49 @@ func testHitStaleHints(t *testing.T, fresh int) {
 	u64 := func(off uintptr) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Add(base, off)) }
 	hints, mask := uintptr(u64(hitidx.HdrHintOff).Load()), u64(hitidx.HdrHintMask).Load()
 	nowhere := uint64(uintptr(mmapNone(t)))
-	for _, tc := range []struct {
-		name string
-		edit func(w uint64) uint64
-	}{
-		{"wrong address", func(w uint64) uint64 { return nowhere | w&0xfff }},
-		{"wrong tag", func(w uint64) uint64 { return w ^ 1 }},
-		{"zero", func(uint64) uint64 { return 0 }},
-	} {
-		set := 0
-		for i := uint64(0); i <= mask; i++ {
-			h := u64(hints + uintptr(i)*hitidx.HintEntry)
-			if w := h.Load(); w != 0 {
-				h.Store(tc.edit(w))
-				set++
-			}
+	var addrs []uint64             // the blocks' addresses, as the prefetch left the hints
+	orig := map[uint64][2]uint64{} // slot -> its words as the prefetch left them
+	for i := uint64(0); i <= mask; i++ {
+		h := hints + uintptr(i)*hitidx.HintEntry
+		if w := u64(h).Load(); w != 0 {
+			addrs = append(addrs, w&^0xfff)
+			orig[i] = [2]uint64{w, u64(h + hitidx.HintStamp).Load()}
 		}
-		if set == 0 && tc.name == "wrong address" {
-			t.Fatal("no hint was set by the prefetch")
+	}
+	if len(addrs) < 2 {
+		t.Fatalf("%d hints set by the prefetch, want several", len(addrs))
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(w uint64, k int) uint64 // k: the k-th hint set
+		stamp func(v uint64) uint64        // nil: left
+	}{
+		{"as the prefetch left them", func(w uint64, _ int) uint64 { return w }, nil},
+		{"wrong address", func(w uint64, _ int) uint64 { return nowhere | w&0xfff }, nil},
+		{"another block", func(w uint64, k int) uint64 { return addrs[(k+1)%len(addrs)] | w&0xfff }, nil},
+		{"old sequence value", func(w uint64, _ int) uint64 { return w }, func(v uint64) uint64 { return v - 2 }},
+		{"wrong tag", func(w uint64, _ int) uint64 { return w ^ 1 }, nil},
+		{"zero", func(uint64, int) uint64 { return 0 }, nil},
+	} {
+		set := 0 // each case edits the hints as the prefetch left them
+		for i := uint64(0); i <= mask; i++ {
+			o, ok := orig[i]
+			if !ok {
+				continue
+			}
+			u64(hints + uintptr(i)*hitidx.HintEntry).Store(tc.edit(o[0], set))
+			v := o[1]
+			if tc.stamp != nil {
+				v = tc.stamp(v)
+			}
+			u64(hints + uintptr(i)*hitidx.HintEntry + hitidx.HintStamp).Store(v)
+			set++
+		}
+		if set == 0 && tc.name != "zero" {
+			t.Fatalf("%s: no hint left to edit", tc.name)
 		}
 		c.ResetStats()
+		misses0 := u64(hitidx.CtrHintMisses).Load()
 		n := uint64(0)
 		for off := uint64(0); off < hitFile; off += 12 << 10 {
 			n++
@@ -420,6 +454,18 @@ func testHitStaleHints(t *testing.T, fresh int) {
 		if s := c.Stats(); s.Requests != n || s.CacheHitRequests != n || s.CacheHitBytes != n*4096 ||
 			s.Revalidations != revalid {
 			t.Fatalf("fresh %d, %s: stats %+v", fresh, tc.name, s)
+		}
+		// Open reads copy from the hint first and again from the entry
+		// when the hint's copy does not stand: none of the untouched
+		// hints miss, and every edited one does ("wrong tag" and "zero"
+		// predict nothing, a miss without a copy from the hint). Strict
+		// reads never copy from the hint.
+		wantMisses := uint64(0)
+		if fresh == config.FreshOpen && set > 0 && tc.name != "as the prefetch left them" {
+			wantMisses = n
+		}
+		if got := u64(hitidx.CtrHintMisses).Load() - misses0; got != wantMisses {
+			t.Fatalf("fresh %d, %s: %d hint misses, want %d", fresh, tc.name, got, wantMisses)
 		}
 	}
 }

@@ -29,7 +29,7 @@ import (
 
 // Layout, in bytes. Every field is 8-byte aligned; capi/hit.h mirrors it.
 const (
-	Magic = 0x4d54484954583032 // "MTHITX02"
+	Magic = 0x4d54484954583033 // "MTHITX03"
 
 	HdrMagic      = 0
 	HdrFileMask   = 8  // uint64: file slots - 1
@@ -52,7 +52,11 @@ const (
 	CtrReadvCalls   = 152 // calls
 	CtrReadvChecked = 160 // calls whose file was checked with fstat (strict): one revalidation each
 	CtrReadvHits    = 168 // elements (readv_inline_hits)
-	hdrSize         = 192
+	// Trusted hits whose copy from the hint did not stand (a stale or torn
+	// hint, or a writer in between) and were copied again from the entry's
+	// address: a measure of how well the hints predict, not in the stats.
+	CtrHintMisses = 176
+	hdrSize       = 192
 
 	FileSeq      = 0
 	FileVersion  = 8 // 0: empty
@@ -78,16 +82,24 @@ const (
 	BlockRef   = 40 // set to 1 by C on a hit (S3-FIFO frequency), cleared by Go
 	BlockEntry = 64
 
-	// An address hint is one uint64: the address of a block last claimed
+	// An address hint is two uint64s: the address of a block last claimed
 	// into that slot (HintSlot), its low 12 bits (zero in the page-aligned
-	// address) holding the block's HintTag, or 0. It is only a prediction: C
-	// copies from it only after the block's entry, read under its sequence
-	// counter, has named the same address, so a stale hint costs a slower
-	// copy, never a wrong one; the tag keeps C from predicting with the
-	// hint of another block of the slot. Hints are dense (8 bytes per block,
-	// not an entry's 64), so they stay in the CPU caches where the block
-	// table does not, and the copy's loads need not wait for the entry's miss.
-	HintEntry = 8
+	// address) holding the block's HintTag, or 0; then the sequence value
+	// the block's entry took when it last named that address (HintStamp).
+	// It is only a prediction: C copies from it before it reads the entry
+	// (whose line, in a table too large for the CPU caches, is usually a
+	// miss to DRAM that the copy then overlaps), and keeps the copy only
+	// when the entry, read after it under its sequence counter, still has
+	// the hint's sequence value and names the same address. Sequence values
+	// are unique across the region's block entries (Index.stamp), so an
+	// equal value means the entry was not written since the hint was, and
+	// the copy ran on the block the entry describes; a stale hint costs a
+	// second copy, never a wrong one. The tag keeps C from predicting with
+	// the hint of another block of the slot. Hints are dense (16 bytes per
+	// block, not an entry's 64), so they stay in the CPU caches where the
+	// block table does not.
+	HintEntry = 16
+	HintStamp = 8 // offset of the sequence value in a hint
 
 	// MaxBlockPages is the largest block the index describes: its validity
 	// is one 64-bit word.
@@ -124,6 +136,9 @@ type Index struct {
 	files  unsafe.Pointer
 	blocks unsafe.Pointer
 	hints  unsafe.Pointer
+	// stamp hands out the block entries' sequence values (unlockPair):
+	// unique across entries, so a hint can name an entry's state.
+	stamp atomic.Uint64
 	// counter values at the last ResetCounters, subtracted by Counters (C
 	// adds without a lock, so Go never stores into the counters it reads).
 	base0 [6]atomic.Uint64

@@ -15,8 +15,21 @@ func newIndex(t *testing.T, blockSlots int) *Index {
 	return x
 }
 
-// A claimed block's hint names its address; Clear leaves it (a hint is only
-// a prediction that C checks against the entry).
+// entrySeq is the sequence value of the entry of the pair of (file, index)
+// that holds the block at addr, or 0 when none does.
+func entrySeq(x *Index, file, index uint64, addr uintptr) uint64 {
+	e0, e1 := x.pair(file, index)
+	for _, e := range [2]unsafe.Pointer{e0, e1} {
+		if x.ownsBlock(e, file, index, addr) {
+			return x.u64(e, BlockSeq).Load()
+		}
+	}
+	return 0
+}
+
+// A claimed block's hint names its address and its entry's sequence value,
+// and follows that value when Valid moves it; Clear leaves the hint (a hint
+// is only a prediction that C checks against the entry).
 func TestHintFollowsClaim(t *testing.T) {
 	x := newIndex(t, 64)
 	if got := x.u64(x.base, HdrHintMask).Load(); got != 15 {
@@ -27,20 +40,60 @@ func TestHintFollowsClaim(t *testing.T) {
 		t.Fatalf("tag %#x", tag)
 	}
 	x.Claim(7, 3, 0x10000, 1)
-	if got := x.Hint(7, 3); got != 0x10000|tag {
-		t.Fatalf("hint %#x after Claim, want %#x", got, 0x10000|tag)
+	// The first write of the region: the pair's values are 4 (e0) and 2 (e1).
+	if w, seq := x.Hint(7, 3); w != 0x10000|tag || seq != entrySeq(x, 7, 3, 0x10000) || seq != 4 {
+		t.Fatalf("hint %#x seq %d after Claim, want %#x seq 4 (the entry's %d)", w, seq, 0x10000|tag,
+			entrySeq(x, 7, 3, 0x10000))
+	}
+	x.Valid(7, 3, 0x10000, 2)
+	if w, seq := x.Hint(7, 3); w != 0x10000|tag || seq != 8 || entrySeq(x, 7, 3, 0x10000) != 8 {
+		t.Fatalf("hint %#x seq %d after Valid, want %#x seq 8 (the entry's %d)", w, seq, 0x10000|tag,
+			entrySeq(x, 7, 3, 0x10000))
 	}
 	x.Clear(7, 3, 0x10000)
-	if got := x.Hint(7, 3); got != 0x10000|tag {
-		t.Fatalf("hint %#x after Clear, want it left at %#x", got, 0x10000|tag)
+	if w, seq := x.Hint(7, 3); w != 0x10000|tag || seq != 8 {
+		t.Fatalf("hint %#x seq %d after Clear, want it left at %#x seq 8", w, seq, 0x10000|tag)
 	}
 	x.Claim(7, 3, 0x20000, 1)
-	if got := x.Hint(7, 3); got != 0x20000|tag {
-		t.Fatalf("hint %#x after a new Claim, want %#x", got, 0x20000|tag)
+	if w, seq := x.Hint(7, 3); w != 0x20000|tag || seq != 16 || entrySeq(x, 7, 3, 0x20000) != 16 {
+		t.Fatalf("hint %#x seq %d after a new Claim, want %#x seq 16", w, seq, 0x20000|tag)
+	}
+	x.Valid(7, 3, 0x30000, 2) // not the entry's address: nothing moves but the pair's values
+	if w, seq := x.Hint(7, 3); w != 0x20000|tag || seq != 16 {
+		t.Fatalf("hint %#x seq %d after Valid of another address, want %#x seq 16", w, seq, 0x20000|tag)
 	}
 	x.Claim(7, 3, 0x20010, 1) // not page aligned: no room for the tag
-	if got := x.Hint(7, 3); got != 0 {
-		t.Fatalf("hint %#x for an unaligned address, want 0", got)
+	if w, _ := x.Hint(7, 3); w != 0 {
+		t.Fatalf("hint %#x for an unaligned address, want 0", w)
+	}
+}
+
+// No two writes of any block entries leave the same sequence value, and
+// every entry's values only grow: a hint's value names one state of one
+// entry (HintEntry).
+func TestSequenceValuesUnique(t *testing.T) {
+	x := newIndex(t, 64)
+	seen := map[uint64]bool{}
+	last := map[unsafe.Pointer]uint64{}
+	for i := uint64(0); i < 200; i++ {
+		file, index := 1+i%5, i%7
+		addr := uintptr(0x10000 * (1 + i%3))
+		switch i % 3 {
+		case 0:
+			x.Claim(file, index, addr, 1)
+		case 1:
+			x.Valid(file, index, addr, 2)
+		case 2:
+			x.Clear(file, index, addr)
+		}
+		e0, e1 := x.pair(file, index)
+		for _, e := range [2]unsafe.Pointer{e0, e1} {
+			v := x.u64(e, BlockSeq).Load()
+			if v&1 != 0 || v <= last[e] || seen[v] {
+				t.Fatalf("write %d: entry value %d (odd, not above its last %d, or seen before)", i, v, last[e])
+			}
+			seen[v], last[e] = true, v
+		}
 	}
 }
 

@@ -130,13 +130,40 @@ func (x *Index) pair(file, index uint64) (e0, e1 unsafe.Pointer) {
 }
 
 // lockPair takes both entries' writer locks (always e0 first).
-func (x *Index) lockPair(e0, e1 unsafe.Pointer) (s0, s1 uint64) {
-	return lock(x.u64(e0, BlockSeq)), lock(x.u64(e1, BlockSeq))
+func (x *Index) lockPair(e0, e1 unsafe.Pointer) {
+	lock(x.u64(e0, BlockSeq))
+	lock(x.u64(e1, BlockSeq))
 }
 
-func (x *Index) unlockPair(e0, e1 unsafe.Pointer, s0, s1 uint64) {
-	x.u64(e1, BlockSeq).Store(s1 + 2)
-	x.u64(e0, BlockSeq).Store(s0 + 2)
+// unlockPair releases both entries with new sequence values: the next two
+// of the region's stamp, not s + 2, so that no two writes of any entries
+// leave the same value (see HintEntry). Returns e0's and e1's.
+func (x *Index) unlockPair(e0, e1 unsafe.Pointer) (v0, v1 uint64) {
+	n := x.stamp.Add(4) // even: the stamp starts at 0
+	v0, v1 = n, n-2
+	x.u64(e1, BlockSeq).Store(v1)
+	x.u64(e0, BlockSeq).Store(v0)
+	return v0, v1
+}
+
+// setHint makes block (file, index) at addr, whose entry's sequence value is
+// now v, the hint of its slot. An address that is not page aligned has no
+// room for the tag: no prediction.
+func (x *Index) setHint(file, index uint64, addr uintptr, v uint64) {
+	h := x.hintOf(file, index)
+	if addr&hintTagMask != 0 {
+		h.Store(0)
+		return
+	}
+	// The stamp first: C reading the new address with the old stamp (or the
+	// other way round) finds an entry that disagrees with one of them.
+	x.u64(unsafe.Pointer(h), HintStamp).Store(v)
+	h.Store(uint64(addr) | HintTag(file, index))
+}
+
+// hintOf is the first word of block (file, index)'s hint slot.
+func (x *Index) hintOf(file, index uint64) *atomic.Uint64 {
+	return x.u64(x.hints, uintptr(HintSlot(file, index, x.hmask))*HintEntry)
 }
 
 func (x *Index) hasKey(e unsafe.Pointer, file, index uint64) bool {
@@ -152,7 +179,7 @@ func (x *Index) ownsBlock(e unsafe.Pointer, file, index uint64, addr uintptr) bo
 // else the one C did not hit since eviction last looked (else the first).
 func (x *Index) Claim(file, index uint64, addr uintptr, valid uint64) {
 	e0, e1 := x.pair(file, index)
-	s0, s1 := x.lockPair(e0, e1)
+	x.lockPair(e0, e1)
 	e := e0
 	switch {
 	case x.hasKey(e0, file, index):
@@ -169,32 +196,41 @@ func (x *Index) Claim(file, index uint64, addr uintptr, valid uint64) {
 	x.u64(e, BlockAddr).Store(uint64(addr))
 	x.u64(e, BlockValid).Store(valid)
 	x.u64(e, BlockRef).Store(0)
-	x.unlockPair(e0, e1, s0, s1)
-	// After the entry: a hint never names an address before an entry does
-	// (and Clear leaves it: see HintEntry). An address that is not page
-	// aligned has no room for the tag: no prediction.
-	h := uint64(0)
-	if addr&hintTagMask == 0 {
-		h = uint64(addr) | HintTag(file, index)
+	v0, v1 := x.unlockPair(e0, e1)
+	// After the entry: a hint never names an address, or a sequence value,
+	// before an entry does (and Clear leaves it: see HintEntry).
+	if e == e0 {
+		x.setHint(file, index, addr, v0)
+	} else {
+		x.setHint(file, index, addr, v1)
 	}
-	x.u64(x.hints, uintptr(HintSlot(file, index, x.hmask))*HintEntry).Store(h)
 }
 
-// Hint is the hint word of block (file, index)'s slot, for tests.
-func (x *Index) Hint(file, index uint64) uint64 {
-	return x.u64(x.hints, uintptr(HintSlot(file, index, x.hmask))*HintEntry).Load()
+// Hint is the hint of block (file, index)'s slot, for tests: its address
+// word and its sequence value.
+func (x *Index) Hint(file, index uint64) (word, seq uint64) {
+	h := x.hintOf(file, index)
+	return h.Load(), x.u64(unsafe.Pointer(h), HintStamp).Load()
 }
 
-// Valid adds pages to the valid set of the block's entry, if it has one.
+// Valid adds pages to the valid set of the block's entry, if it has one,
+// and moves the hint's sequence value with the entry's when the hint names
+// the block (else C's next copy of it would not be predicted).
 func (x *Index) Valid(file, index uint64, addr uintptr, valid uint64) {
 	e0, e1 := x.pair(file, index)
-	s0, s1 := x.lockPair(e0, e1)
-	for _, e := range [2]unsafe.Pointer{e0, e1} {
+	x.lockPair(e0, e1)
+	owner := -1
+	for i, e := range [2]unsafe.Pointer{e0, e1} {
 		if x.ownsBlock(e, file, index, addr) {
 			x.u64(e, BlockValid).Or(valid)
+			owner = i
 		}
 	}
-	x.unlockPair(e0, e1, s0, s1)
+	v0, v1 := x.unlockPair(e0, e1)
+	if owner < 0 || addr&hintTagMask != 0 || x.hintOf(file, index).Load() != uint64(addr)|HintTag(file, index) {
+		return
+	}
+	x.setHint(file, index, addr, [2]uint64{v0, v1}[owner])
 }
 
 // Clear empties the block's entry: called when the block leaves the cache,
@@ -202,7 +238,7 @@ func (x *Index) Valid(file, index uint64, addr uintptr, valid uint64) {
 // copy of any block of the pair in flight is redone.
 func (x *Index) Clear(file, index uint64, addr uintptr) {
 	e0, e1 := x.pair(file, index)
-	s0, s1 := x.lockPair(e0, e1)
+	x.lockPair(e0, e1)
 	for _, e := range [2]unsafe.Pointer{e0, e1} {
 		if x.ownsBlock(e, file, index, addr) {
 			x.u64(e, BlockFile).Store(0)
@@ -210,7 +246,7 @@ func (x *Index) Clear(file, index uint64, addr uintptr) {
 			x.u64(e, BlockValid).Store(0)
 		}
 	}
-	x.unlockPair(e0, e1, s0, s1)
+	x.unlockPair(e0, e1)
 }
 
 // Used reports whether C served a hit of the block since the last call, and
