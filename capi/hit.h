@@ -33,6 +33,7 @@
 #define MT_HIT_CTR_READV_CALLS 152
 #define MT_HIT_CTR_READV_CHECKED 160
 #define MT_HIT_CTR_READV_HITS 168
+#define MT_HIT_CTR_EXTRA_BLOCKS 176
 
 /* file entry */
 #define MT_HIT_FILE_SEQ 0
