@@ -544,32 +544,61 @@ static int mt_hit_serve(uint64_t id, const unsigned char* r, const char* path, u
     return 1;
 }
 
+/* Elements of a readv that span up to this many cache blocks are copied in
+ * C, block by block: with 64 KiB blocks, about half of the 4-64 KiB samples
+ * of a dataset cross a block boundary, and Go's path costs each of them a
+ * pin, a map lookup and a runtime memmove. Longer elements stay with Go. */
+#define MT_HIT_READV_SPAN 4
+
+/* Copies element [off, off + size) spanning several blocks, one piece per
+ * block; be0 is the pair of its first block. 1 copied, 0 not (dst may hold
+ * any bytes; Go then serves the whole element). */
+static inline int mt_hit_copy_span(const unsigned char* bt, uint64_t bmask, const unsigned char* be0, uint64_t ver,
+                                   uint64_t off, uint64_t size, uint64_t shift, void* dst) {
+    const uint64_t bmax = (UINT64_C(1) << shift) - 1;
+    const unsigned char* be = be0;
+    unsigned char* d = (unsigned char*)dst;
+    for (;;) {
+        const uint64_t room = bmax + 1 - (off & bmax);
+        const uint64_t part = room < size ? room : size;
+        if (!mt_hit_copy(be, ver, off, part, shift, d, 0)) return 0;
+        size -= part;
+        if (size == 0) return 1;
+        off += part;
+        d += part;
+        be = mt_hit_prefetch_pair(bt, bmask, ver, off >> shift);
+    }
+}
+
 /* The copies of a readv (file version ver, size fsize), under one fault
  * guard for the whole loop: a sigsetjmp and two TLS stores per call, not
  * per element (the per-element guard and its call cost about as much as
  * the bookkeeping of an element). Sets each element's result (its size
- * when copied, 0 when Go must serve it) and *bytes_out; returns the number
+ * when copied, 0 when Go must serve it), *bytes_out and *extra_out (the
+ * blocks beyond the first of the elements copied); returns the number
  * copied. A fault on an element's dst ends the loop there: the elements
  * before it keep their copies, it and every later one get result 0 (Go
  * serves them, and reports the fault as on its own path). */
 static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r, uint64_t ver, uint64_t fsize,
                                                           uint64_t shift, memtier_iovec_t* iov, uint64_t n,
-                                                          uint64_t* bytes_out) {
+                                                          uint64_t* bytes_out, uint64_t* extra_out) {
     mt_copy_guard_t g;
     volatile uint64_t at = 0; /* the element being copied: where a fault stops the loop */
     if (sigsetjmp(g.jb, 0) != 0) {
         pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
         const uint64_t stop = at;
-        uint64_t served = 0, bytes = 0;
+        uint64_t served = 0, bytes = 0, extra = 0;
         for (uint64_t k = 0; k < n; k++) {
             if (k >= stop) {
                 iov[k].result = 0;
             } else if (iov[k].result > 0) {
                 served++;
                 bytes += (uint64_t)iov[k].result;
+                extra += ((iov[k].offset + iov[k].size - 1) >> shift) - (iov[k].offset >> shift);
             }
         }
         *bytes_out = bytes;
+        *extra_out = extra;
         return served;
     }
     mt_copy = &g;
@@ -580,7 +609,7 @@ static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r
     const unsigned char* const bt = r + LD(r, MT_HIT_HDR_BLOCK_OFF);
     const uint64_t bmask = LD(r, MT_HIT_HDR_BLOCK_MASK) & ~UINT64_C(1);
     const unsigned char* ring[MT_HIT_READV_RING];
-    uint64_t bytes = 0, served = 0;
+    uint64_t bytes = 0, served = 0, extra = 0;
     for (uint64_t k = 0; k < n && k < MT_HIT_READV_AHEAD; k++)
         ring[k % MT_HIT_READV_RING] = mt_hit_prefetch_pair(bt, bmask, ver, iov[k].offset >> shift);
     for (uint64_t k = 0; k < n; k++) {
@@ -592,9 +621,16 @@ static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r
         e->result = 0;
         if (e->path != NULL || e->size == 0 || e->dst == NULL) continue;
         const uint64_t off = e->offset, size = e->size;
-        if (off > fsize || size > fsize - off || (off + size - 1) >> shift != off >> shift) continue;
+        if (off > fsize || size > fsize - off) continue;
+        const uint64_t span = ((off + size - 1) >> shift) - (off >> shift);
+        if (span >= MT_HIT_READV_SPAN) continue;
         at = k; /* volatile: the fault path reads it */
-        if (!mt_hit_copy(ring[k % MT_HIT_READV_RING], ver, e->offset, e->size, shift, e->dst, 0)) continue;
+        if (span == 0) {
+            if (!mt_hit_copy(ring[k % MT_HIT_READV_RING], ver, off, size, shift, e->dst, 0)) continue;
+        } else {
+            if (!mt_hit_copy_span(bt, bmask, ring[k % MT_HIT_READV_RING], ver, off, size, shift, e->dst)) continue;
+            extra += span;
+        }
         e->result = (int64_t)e->size;
         bytes += e->size;
         served++;
@@ -602,6 +638,7 @@ static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r
     atomic_signal_fence(memory_order_seq_cst);
     mt_copy = NULL;
     *bytes_out = bytes;
+    *extra_out = extra;
     return served;
 }
 
@@ -621,8 +658,8 @@ static uint64_t mt_hit_serve_v(const unsigned char* r, const char* path, memtier
     if (fresh == 0) return 0;
     if (!mt_guard_ok) return 0;
     const uint64_t shift = LD(r, MT_HIT_HDR_BLOCK_SHIFT), fsize = LD(fe, MT_HIT_FILE_SIZE);
-    uint64_t bytes = 0;
-    const uint64_t served = mt_hit_copy_all(r, ver, fsize, shift, iov, n, &bytes);
+    uint64_t bytes = 0, extra = 0;
+    const uint64_t served = mt_hit_copy_all(r, ver, fsize, shift, iov, n, &bytes, &extra);
     if (served == 0) return 0;
     if (LD(fe, MT_HIT_FILE_SEQ) != fs1) {
         for (uint64_t k = 0; k < n; k++) iov[k].result = 0;
@@ -632,6 +669,7 @@ static uint64_t mt_hit_serve_v(const unsigned char* r, const char* path, memtier
     __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_TRUSTED), served, __ATOMIC_RELAXED);
     __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_BYTES), bytes, __ATOMIC_RELAXED);
     __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_HITS), served, __ATOMIC_RELAXED);
+    if (extra) __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_EXTRA_BLOCKS), extra, __ATOMIC_RELAXED);
     if (served == n) {
         if (fresh == 2) __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CHECKED), 1, __ATOMIC_RELAXED);
         __atomic_fetch_add((uint64_t*)(r + MT_HIT_CTR_READV_CALLS), 1, __ATOMIC_RELAXED);

@@ -41,7 +41,7 @@ func hitLayoutMismatch() string {
 		{C.MT_HIT_CTR_CHECKED, hitidx.CtrChecked}, {C.MT_HIT_CTR_TRUSTED, hitidx.CtrTrusted},
 		{C.MT_HIT_CTR_BYTES, hitidx.CtrBytes}, {C.MT_HIT_CTR_READV_CALLS, hitidx.CtrReadvCalls},
 		{C.MT_HIT_CTR_READV_CHECKED, hitidx.CtrReadvChecked}, {C.MT_HIT_CTR_READV_HITS, hitidx.CtrReadvHits},
-		{C.MT_HIT_CTR_HINT_MISSES, hitidx.CtrHintMisses},
+		{C.MT_HIT_CTR_HINT_MISSES, hitidx.CtrHintMisses}, {C.MT_HIT_CTR_EXTRA_BLOCKS, hitidx.CtrExtraBlocks},
 		{C.MT_HIT_FILE_SEQ, hitidx.FileSeq}, {C.MT_HIT_FILE_VERSION, hitidx.FileVersion},
 		{C.MT_HIT_FILE_SIZE, hitidx.FileSize}, {C.MT_HIT_FILE_DEV, hitidx.FileDev},
 		{C.MT_HIT_FILE_INO, hitidx.FileIno}, {C.MT_HIT_FILE_MTIME, hitidx.FileMtime},

@@ -34,6 +34,7 @@
 #define MT_HIT_CTR_READV_CHECKED 160
 #define MT_HIT_CTR_READV_HITS 168
 #define MT_HIT_CTR_HINT_MISSES 176
+#define MT_HIT_CTR_EXTRA_BLOCKS 184
 
 /* file entry */
 #define MT_HIT_FILE_SEQ 0

@@ -540,7 +540,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
         One library call for the batch (``Context.readv`` of the batch's
         ranges into one pooled buffer; ``memtier_load_chunks`` for a CUDA
         target), then the samples are made as views of that buffer by one
-        ``split_with_sizes`` (torch) with no per-sample Python work besides
+        ``unsafe_split_with_sizes`` (torch) with no per-sample Python work besides
         ``transform``. Raises IndexError/TypeError for bad indices before any
         I/O; a read error names the sample (``e.sample``). Thread-safe.
         """
@@ -552,19 +552,31 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                 return [self[i] for i in indices]  # unusual index objects: one by one
         elif idx.shape[0] == 0:
             return []
-        idx = self._resolve(idx)
-        ranges = self._ranges[idx]
+        if self._target == "cpu" and idx.dtype == np.int64:
+            # A batch sampler's list of ints: take() checks the bounds (and
+            # resolves negative indices) in the same C loop as the gather;
+            # _resolve, only on failure, raises the dataset's IndexError. idx
+            # keeps negative indices: a read error resolves it to name a sample.
+            try:
+                ranges = self._ranges.take(idx, axis=0)
+            except IndexError:
+                self._resolve(idx)
+                raise
+        else:
+            idx = self._resolve(idx)
+            ranges = self._ranges[idx]
         lengths = ranges[:, 1]
         if self._target != "cpu":
             samples = self._read_cuda(ranges, idx)
             if self.transform is not None:
                 samples = [self.transform(s) for s in samples]
             return samples
-        total = int(np.add.reduce(lengths))
+        sizes = lengths.tolist()  # Python ints: the sum, min and split need no numpy calls
+        total = sum(sizes)
         if total:
             st = self._state()
             buf = st.pool.get(total)
-            if int(np.minimum.reduce(lengths)) > 0:
+            if min(sizes) > 0:
                 keep = None
                 nz = ranges
             else:
@@ -574,7 +586,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                 try:
                     st.ctx.readv(self._data_file, nz, out=buf)
                 except _errors.MemTierError as e:
-                    self._name_sample(e, idx, keep)
+                    self._name_sample(e, self._resolve(idx), keep)
                     raise
                 field = _dsstats.F_MEMTIER
             else:
@@ -585,7 +597,7 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
                     field = self._fork_read(st, np.full(len(nl), st.fd), nz[:, 0], nl, buf, starts,
                                             self._path_of, st.files)
                 except _errors.MemTierError as e:
-                    self._name_sample(e, idx, keep)
+                    self._name_sample(e, self._resolve(idx), keep)
                     raise
                 st.fallback_reads += len(nz)
             self._count(st, len(idx), total, field, len(nz))
@@ -593,8 +605,12 @@ class MemTierDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[m
             buf = np.empty(0, dtype=np.uint8)
             self._counters.add(len(idx), 0, _dsstats.F_MEMTIER, 0)
         if _torch is not None:
-            # one C++ call makes every view (Tensor.split adds a Python layer)
-            samples = list(_torch.from_numpy(buf).split_with_sizes(lengths.tolist()))
+            # One C++ call makes every view (Tensor.split adds a Python
+            # layer). The unsafe variant skips autograd's view records, which
+            # a uint8 tensor (it can never require grad) has no use for: the
+            # samples still share the buffer's storage, which keeps it
+            # referenced for the pool, as views do.
+            samples = list(_torch.from_numpy(buf).unsafe_split_with_sizes(sizes))
         else:
             samples = []
             start = 0

@@ -84,7 +84,8 @@ func (c *Context) HitIndex() unsafe.Pointer {
 // request and one block copy, and a checked one a revalidation; a readv call
 // C served whole adds one readv call, one inline hit per element (each
 // element one of the trusted hits) and, when it checked its file, one
-// revalidation, as ReadV counts a call served by readvInline.
+// revalidation, as ReadV counts a call served by readvInline; an element
+// that spanned several blocks adds one cache hit per block.
 func (c *Context) addHitStats(s *stats.Snapshot) {
 	if c.hit == nil {
 		return
@@ -92,7 +93,7 @@ func (c *Context) addHitStats(s *stats.Snapshot) {
 	checked, trusted, n := c.hit.Counters()
 	s.Requests += checked + trusted
 	s.CacheHitRequests += checked + trusted
-	s.CacheHits += checked + trusted
+	s.CacheHits += checked + trusted + c.hit.ExtraBlocks()
 	s.Revalidations += checked
 	s.Bytes += n
 	s.CacheHitBytes += n

@@ -56,7 +56,10 @@ const (
 	// hint, or a writer in between) and were copied again from the entry's
 	// address: a measure of how well the hints predict, not in the stats.
 	CtrHintMisses = 176
-	hdrSize       = 192
+	// Blocks beyond the first of the C-side readv elements that spanned
+	// several cache blocks: Go counts a hit per block (cache_hits).
+	CtrExtraBlocks = 184
+	hdrSize        = 192
 
 	FileSeq      = 0
 	FileVersion  = 8 // 0: empty
@@ -141,7 +144,7 @@ type Index struct {
 	stamp atomic.Uint64
 	// counter values at the last ResetCounters, subtracted by Counters (C
 	// adds without a lock, so Go never stores into the counters it reads).
-	base0 [6]atomic.Uint64
+	base0 [7]atomic.Uint64
 }
 
 // New maps and initialises a region. Errors: bad options, or mmap failing.
@@ -246,9 +249,16 @@ func (x *Index) ReadvCounters() (calls, checked, hits uint64) {
 	return
 }
 
-// ResetCounters makes Counters and ReadvCounters count from zero again.
+// ExtraBlocks returns the cache blocks, beyond one per element, that the
+// C-side readv copied from since the last ResetCounters.
+func (x *Index) ExtraBlocks() uint64 {
+	return x.u64(x.base, CtrExtraBlocks).Load() - x.base0[6].Load()
+}
+
+// ResetCounters makes Counters, ReadvCounters and ExtraBlocks count from zero again.
 func (x *Index) ResetCounters() {
-	for i, off := range [...]uintptr{CtrChecked, CtrTrusted, CtrBytes, CtrReadvCalls, CtrReadvChecked, CtrReadvHits} {
+	for i, off := range [...]uintptr{CtrChecked, CtrTrusted, CtrBytes, CtrReadvCalls, CtrReadvChecked, CtrReadvHits,
+		CtrExtraBlocks} {
 		x.base0[i].Store(x.u64(x.base, off).Load())
 	}
 }

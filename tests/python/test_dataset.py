@@ -151,6 +151,31 @@ def test_getitems_one_readv_and_exact(tmp_path):
         assert np.array_equal(as_np(s), sample_bytes(k, int(ranges[k, 1]))), i
 
 
+def test_getitems_negative_and_bad_indices_name_the_sample(tmp_path):
+    # A batch of ints gathers with one bounds-checked take(): out-of-range
+    # indices raise the dataset's own text, negative ones count from the end,
+    # and a read error names the resolved sample.
+    p = str(tmp_path / "data.bin")
+    with open(p, "wb") as f:
+        f.write(bytes(range(100)))
+    idx = str(tmp_path / "i.npy")
+    np.save(idx, np.array([[0, 4], [90, 10]], dtype=np.int64))
+    ds = DS(idx, p)
+    with pytest.raises(IndexError) as ei:
+        ds.__getitems__([0, -3])
+    assert str(ei.value) == "MemTierDataset index -3 out of range for 2 samples"
+    with pytest.raises(IndexError) as ei:
+        ds.__getitems__([1, 2])
+    assert str(ei.value) == "MemTierDataset index 2 out of range for 2 samples"
+    got = [as_np(s).tobytes() for s in ds.__getitems__([-1, -2, 1, 0])]
+    assert got == [bytes(range(90, 100)), bytes(range(4)), bytes(range(90, 100)), bytes(range(4))]
+    os.truncate(p, 50)
+    with pytest.raises(memtier.EndOfFileError) as ei:
+        ds.__getitems__([0, -1])
+    assert ei.value.sample == 1
+    assert str(ei.value).startswith("MemTierDataset sample 1: read %s at offset 90" % p)
+
+
 def test_getitems_batches_do_not_alias(tmp_path):
     index, data, ranges = make_dataset_files(tmp_path, 64, min_len=4, max_len=64)
     ds = DS(index, data)
