@@ -421,7 +421,10 @@ def patch_safetensors(ctx: Optional[Context] = None, *, views: Optional[bool] = 
 
     Notes
     -----
-    Thread-safe. Starting and stopping cost the ``scan`` above. The calls
+    Thread-safe. Starting and stopping cost the ``scan`` above; with
+    ``views=False`` the start (or the import of safetensors, if later) also
+    imports :mod:`memtier.safetensors`, which serves every call then, so the
+    first load does not pay for it. The calls
     routed cost one check of their arguments. Results follow
     :mod:`memtier.safetensors` (each tensor owns its memory; its documented
     differences apply), except what ``views`` leaves to safetensors.
@@ -462,7 +465,8 @@ def apply_env() -> Optional[SafetensorsPatch]:
     ``safe_open`` views); "views": the same with ``views=True``; "copy":
     with ``views=False``. Unset, "", "0",
     "false", "no", "off": nothing. Another value: a warning naming it, and
-    nothing. Importing nothing itself: safetensors, torch and numpy are
+    nothing. Importing nothing itself (but :mod:`memtier.safetensors` for
+    "copy" once safetensors is loaded): safetensors, torch and numpy are
     patched when they are imported, so ``import memtier`` stays light. Does
     nothing when safetensors is not installed. Idempotent. Thread-safe.
     """
