@@ -256,3 +256,48 @@ def test_scan_bad_argument():
     with pytest.raises(ValueError, match=r"^memtier.patch_safetensors: scan must be 'names' or "
                                          r"'all', got 'some'$"):
         patch_safetensors(scan="some")
+
+
+def test_bind_takes_the_reference_signatures():
+    """The stand-ins read a call's arguments by the reference's signatures:
+    defaults filled, None for a call those signatures refuse."""
+    from memtier.integrations._routes import _bind
+
+    assert _bind("safe_open", ("f", "pt"), {}) == {
+        "filename": "f", "framework": "pt", "device": "cpu", "backend": "mmap"}
+    assert _bind("safe_open", ("f",), {"framework": "np", "device": 0, "backend": "pread"}) == {
+        "filename": "f", "framework": "np", "device": 0, "backend": "pread"}
+    assert _bind("safe_open", ("f", "pt", "cpu", "mmap"), {}) is None  # backend is keyword-only
+    assert _bind("safe_open", ("f",), {}) is None
+    assert _bind("safe_open", ("f", "pt"), {"bogus": 1}) is None
+    assert _bind("safe_open", ("f", "pt"), {"filename": "g"}) is None
+    assert _bind("load_file_pt", ("f", "cuda:1"), {}) == {"filename": "f", "device": "cuda:1", "backend": "mmap"}
+    assert _bind("load_file_np", ("f",), {"backend": "pread"}) == {"filename": "f", "backend": "pread"}
+    assert _bind("load_file_np", ("f", "cpu"), {}) is None  # numpy's load_file has no device
+    m = object()
+    assert _bind("load_model", (m, "f"), {"strict": False}) == {
+        "model": m, "filename": "f", "strict": False, "device": "cpu", "backend": "mmap"}
+    assert _bind("load_model", (m,), {}) is None
+
+
+@pytest.mark.parametrize("value,order,want", [
+    ("copy", "before", "True True True"),   # imported when the patch starts
+    ("copy", "after", "False True True"),   # imported when safetensors is
+    ("1", "before", "False False True"),    # the default mode's safe_open are views
+])
+def test_copy_mode_imports_memtier_safetensors_early(run_py, value, order, want):
+    """views=False serves every safe_open with memtier.safetensors, so its
+    import is made when the patch starts (safetensors loaded) or when
+    safetensors is imported, not in the first load; the library stays unloaded."""
+    r = run_py("""
+        import sys
+        if sys.argv[1] == "before":
+            import safetensors
+        import memtier
+        from memtier import _ffi
+        at_start = "memtier.safetensors" in sys.modules
+        import safetensors
+        print(at_start, "memtier.safetensors" in sys.modules, _ffi._runtime is None)
+    """, env={"MEMTIER_PATCH_SAFETENSORS": value}, args=(order,))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == want
