@@ -87,3 +87,52 @@ func TestOpenEntriesBoundedByRlimit(t *testing.T) {
 		t.Fatalf("stats %+v, want 12 hits", st)
 	}
 }
+
+// TestOpenEntriesUpToMaxOpen: with descriptors to spare (soft
+// RLIMIT_NOFILE 8192: a budget of 2048, a share of 512), a Cache keeps
+// each of the 200 entries it hit open, so a second read of the object
+// opens none of them again, and 300 hit entries keep maxOpen (256) open.
+func TestOpenEntriesUpToMaxOpen(t *testing.T) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.Max < 8192 {
+		t.Skipf("hard RLIMIT_NOFILE %d < 8192", rl.Max)
+	}
+	high := rl
+	high.Cur = 8192
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &high); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &rl)
+	want := pattern(300*testBlock, 47)
+	srv := newObjServer(t, want, `"mo"`)
+	dir := t.TempDir()
+	o := Options{Dir: dir, Synchronous: true}
+	newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
+	s := newStack(t, testOptions(), o)
+	n := uint64(200 * testBlock)
+	for pass := 0; pass < 2; pass++ {
+		if got := s.read(t, srv.url(), 0, n); !bytes.Equal(got, want[:n]) {
+			t.Fatal("bytes differ")
+		}
+		if h := s.c.fds.held(); h != 200 {
+			t.Fatalf("pass %d: %d entries open, want 200", pass, h)
+		}
+	}
+	if st := s.c.Stats(); st.HitBlocks != 400 || st.MissBlocks != 0 {
+		t.Fatalf("stats %+v, want 400 hits", st)
+	}
+	// The second pass read only payload: no header was read again.
+	hdr := s.c.st.readBytes.Load() - 2*n
+	if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
+		t.Fatal("bytes differ")
+	}
+	if h := s.c.fds.held(); h != maxOpen {
+		t.Fatalf("%d entries open after hitting 300, want %d", h, maxOpen)
+	}
+	if hdr != 200*headerAlign {
+		t.Fatalf("%d header bytes read over two passes of 200 entries, want %d (one header each)", hdr, 200*headerAlign)
+	}
+}
