@@ -218,16 +218,52 @@ static int posix_load(const bench_t* b, uint8_t* dst, char* why, size_t wlen) {
  * memcpy one contiguous slice of a pre-faulted copy of the file into the
  * pre-faulted result buffer. Nothing that copies N bytes from memory can beat
  * it, so a row whose baseline is near it cannot reach a ratio much above 1. */
-typedef struct copy_part {
-    uint8_t* dst;
-    const uint8_t* src;
-    size_t n;
-} copy_part_t;
+/* A slice [lo, lo + n) of the file, one thread's share of a sliced mode. */
+typedef struct slice_part {
+    const bench_t* b;
+    uint64_t lo, n;
+    int failed; /* set by the worker */
+} slice_part_t;
 
 static void* copy_worker(void* arg) {
-    copy_part_t* c = arg;
-    memcpy(c->dst, c->src, c->n);
+    slice_part_t* p = arg;
+    memcpy(p->b->buf + p->lo, p->b->copy_src + p->lo, (size_t)p->n);
     return NULL;
+}
+
+/* run_sliced times worker over t slices of the file (each a multiple of
+ * align bytes but the last), one thread each; the caller's thread runs
+ * slice 0, as MemTier's caller works on its own request. */
+static int run_sliced(const bench_t* b, unsigned t, uint64_t align, void* (*worker)(void*), double* secs, char* why,
+                      size_t wlen) {
+    pthread_t th[64];
+    slice_part_t parts[64];
+    t = t < 1 ? 1 : t > 64 ? 64 : t;
+    const uint64_t per = (b->size / t + align - 1) / align * align;
+    uint64_t t0 = mt_now_ns();
+    unsigned started = 0;
+    for (unsigned k = 0; k < t; k++) {
+        const uint64_t lo = (uint64_t)k * per;
+        if (lo >= b->size) break;
+        parts[k] = (slice_part_t){b, lo, b->size - lo < per ? b->size - lo : per, 0};
+        if (k == 0) continue;
+        if (pthread_create(&th[k], NULL, worker, &parts[k]) != 0) {
+            snprintf(why, wlen, "pthread_create: %s", strerror(errno));
+            for (unsigned j = 1; j < k; j++) pthread_join(th[j], NULL);
+            return -1;
+        }
+        started = k;
+    }
+    worker(&parts[0]);
+    for (unsigned j = 1; j <= started; j++) pthread_join(th[j], NULL);
+    *secs = (double)(mt_now_ns() - t0) / 1e9;
+    for (unsigned j = 0; j <= started; j++) {
+        if (parts[j].failed) {
+            snprintf(why, wlen, "slice [%" PRIu64 ", +%" PRIu64 ") failed", parts[j].lo, parts[j].n);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int memcpy_open(bench_t* b, char* why, size_t wlen) {
@@ -254,29 +290,7 @@ static void memcpy_close(bench_t* b) {
 }
 
 static int run_memcpy(bench_t* b, double* secs, char* why, size_t wlen) {
-    pthread_t th[64];
-    copy_part_t parts[64];
-    const unsigned t = b->copy_threads;
-    const size_t per = (size_t)((b->size / t + 4095) & ~(uint64_t)4095);
-    uint64_t t0 = mt_now_ns();
-    unsigned started = 0;
-    for (unsigned k = 0; k < t; k++) {
-        size_t lo = (size_t)k * per;
-        if (lo >= b->size) break;
-        size_t n = b->size - lo < per ? (size_t)(b->size - lo) : per;
-        parts[k] = (copy_part_t){b->buf + lo, b->copy_src + lo, n};
-        if (k == 0) continue; /* the caller copies part 0, as MemTier's caller copies */
-        if (pthread_create(&th[k], NULL, copy_worker, &parts[k]) != 0) {
-            snprintf(why, wlen, "pthread_create: %s", strerror(errno));
-            for (unsigned j = 1; j < k; j++) pthread_join(th[j], NULL);
-            return -1;
-        }
-        started = k;
-    }
-    copy_worker(&parts[0]);
-    for (unsigned j = 1; j <= started; j++) pthread_join(th[j], NULL);
-    *secs = (double)(mt_now_ns() - t0) / 1e9;
-    return 0;
+    return run_sliced(b, b->copy_threads, 4096, copy_worker, secs, why, wlen);
 }
 
 /* pread_threads: the ceiling of a read from the page cache (a copy by the
@@ -285,14 +299,8 @@ static int run_memcpy(bench_t* b, double* secs, char* why, size_t wlen) {
  * each a posix loop over one contiguous slice on its own descriptor (its own
  * readahead state). A warm read through the page cache cannot beat it by
  * much, whatever the reader. */
-typedef struct pread_part {
-    const bench_t* b;
-    uint64_t lo, n;
-    int failed;
-} pread_part_t;
-
 static void* pread_worker(void* arg) {
-    pread_part_t* p = arg;
+    slice_part_t* p = arg;
     int fd = mt_open_file(p->b->path, O_RDONLY, 0);
     if (fd < 0) {
         p->failed = 1;
@@ -316,34 +324,7 @@ static void* pread_worker(void* arg) {
 static int run_preads(bench_t* b, double* secs, char* why, size_t wlen) {
     memtier_config_t cfg;
     mt_check(memtier_config_default(&cfg), "memtier_config_default");
-    const unsigned t = cfg.io_threads < 1 ? 1 : cfg.io_threads > 64 ? 64 : cfg.io_threads;
-    pthread_t th[64];
-    pread_part_t parts[64];
-    const uint64_t per = (b->size / t + PREAD_CHUNK - 1) / PREAD_CHUNK * PREAD_CHUNK;
-    uint64_t t0 = mt_now_ns();
-    unsigned started = 0;
-    for (unsigned k = 0; k < t; k++) {
-        const uint64_t lo = (uint64_t)k * per;
-        if (lo >= b->size) break;
-        parts[k] = (pread_part_t){b, lo, b->size - lo < per ? b->size - lo : per, 0};
-        if (k == 0) continue; /* the caller reads part 0 */
-        if (pthread_create(&th[k], NULL, pread_worker, &parts[k]) != 0) {
-            snprintf(why, wlen, "pthread_create: %s", strerror(errno));
-            for (unsigned j = 1; j < k; j++) pthread_join(th[j], NULL);
-            return -1;
-        }
-        started = k;
-    }
-    pread_worker(&parts[0]);
-    for (unsigned j = 1; j <= started; j++) pthread_join(th[j], NULL);
-    *secs = (double)(mt_now_ns() - t0) / 1e9;
-    for (unsigned j = 0; j <= started; j++) {
-        if (parts[j].failed) {
-            snprintf(why, wlen, "pread of [%" PRIu64 ", +%" PRIu64 ") failed", parts[j].lo, parts[j].n);
-            return -1;
-        }
-    }
-    return 0;
+    return run_sliced(b, cfg.io_threads, PREAD_CHUNK, pread_worker, secs, why, wlen);
 }
 
 static int run_posix(bench_t* b, double* secs, char* why, size_t wlen) {
