@@ -19,8 +19,18 @@
 # Environment:
 #   MEMTIER_VENV     the venv directory (default above)
 #   MEMTIER_PYTHON   the interpreter that creates the venv (default python3)
-# Exit status: 0 on success; 1 with a message naming the step that failed.
+# Exit status: 0 on success (and for --help); 1 with a message naming the step that failed;
+# 2 for any argument but --help (none is taken).
 set -euo pipefail
+
+# No arguments: anything given (say --help) gets the usage above and changes nothing,
+# since a run re-points the shared venv at this clone.
+if (( $# > 0 )); then
+  sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+  [[ $1 == -h || $1 == --help ]] && exit 0
+  printf 'python_env.sh: error: no arguments are taken (got %s)\n' "$1" >&2
+  exit 2
+fi
 
 exec 3>&1 1>&2   # only the final line goes to the real stdout
 

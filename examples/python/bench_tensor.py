@@ -477,7 +477,10 @@ def report(res: Dict[str, Any]) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--file", help="data file (made with --size bytes if missing or of another size)")
+    ap.add_argument("--file", help="data file (made with --size bytes if missing; a file of another size is "
+                                   "refused unless --overwrite)")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="rewrite a --file of another size with --size bytes of seeded random data")
     ap.add_argument("--size", type=int, default=GiB, help="bytes of the large read (default 1 GiB)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per method after one warm-up (default 5)")
     ap.add_argument("--calls", type=int, default=100_000, help="4 KiB calls per timed run (default 100000)")
@@ -487,6 +490,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error("--size must be at least 256 KiB, --repeat and --calls at least 1")
 
     path = Path(a.file) if a.file else default_dir() / f"bench_tensor_{a.size}.bin"
+    if a.file and not a.overwrite and path.exists() and path.stat().st_size != a.size:
+        # The user's file, say a checkpoint: never replaced without being asked.
+        ap.exit(2, f"bench_tensor.py: {path} holds {path.stat().st_size} bytes, not --size {a.size}; "
+                   "refusing to overwrite it (pass --overwrite, or --size of the file, or a new path)\n")
     ensure_file(path, a.size)
     use_torch = _dtypes.torch_module() is not None
     torch_version = _dtypes.torch_module().__version__ if use_torch else None
