@@ -550,8 +550,13 @@ static int mt_hit_serve(uint64_t id, const unsigned char* r, const char* path, u
  * pin, a map lookup and a runtime memmove. Longer elements stay with Go. */
 #define MT_HIT_READV_SPAN 4
 
-/* Copies element [off, off + size) spanning several blocks, one piece per
- * block; be0 is the pair of its first block. 1 copied, 0 not (dst may hold
+/* The blocks [off, off + size) spans beyond its first (size > 0). */
+static inline uint64_t mt_span_extra(uint64_t off, uint64_t size, uint64_t shift) {
+    return ((off + size - 1) >> shift) - (off >> shift);
+}
+
+/* Copies element [off, off + size), one piece per block it spans (one for
+ * most); be0 is the pair of its first block. 1 copied, 0 not (dst may hold
  * any bytes; Go then serves the whole element). */
 static inline int mt_hit_copy_span(const unsigned char* bt, uint64_t bmask, const unsigned char* be0, uint64_t ver,
                                    uint64_t off, uint64_t size, uint64_t shift, void* dst) {
@@ -594,7 +599,7 @@ static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r
             } else if (iov[k].result > 0) {
                 served++;
                 bytes += (uint64_t)iov[k].result;
-                extra += ((iov[k].offset + iov[k].size - 1) >> shift) - (iov[k].offset >> shift);
+                extra += mt_span_extra(iov[k].offset, iov[k].size, shift);
             }
         }
         *bytes_out = bytes;
@@ -622,15 +627,11 @@ static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r
         if (e->path != NULL || e->size == 0 || e->dst == NULL) continue;
         const uint64_t off = e->offset, size = e->size;
         if (off > fsize || size > fsize - off) continue;
-        const uint64_t span = ((off + size - 1) >> shift) - (off >> shift);
+        const uint64_t span = mt_span_extra(off, size, shift);
         if (span >= MT_HIT_READV_SPAN) continue;
         at = k; /* volatile: the fault path reads it */
-        if (span == 0) {
-            if (!mt_hit_copy(ring[k % MT_HIT_READV_RING], ver, off, size, shift, e->dst, 0)) continue;
-        } else {
-            if (!mt_hit_copy_span(bt, bmask, ring[k % MT_HIT_READV_RING], ver, off, size, shift, e->dst)) continue;
-            extra += span;
-        }
+        if (!mt_hit_copy_span(bt, bmask, ring[k % MT_HIT_READV_RING], ver, off, size, shift, e->dst)) continue;
+        extra += span;
         e->result = (int64_t)e->size;
         bytes += e->size;
         served++;

@@ -14,11 +14,7 @@ import (
 // entry this Cache drops leaves the table; Close closes them all.
 func TestHitsKeepEntriesOpen(t *testing.T) {
 	want := pattern(3*testBlock, 41)
-	srv := newObjServer(t, want, `"fd"`)
-	dir := t.TempDir()
-	o := Options{Dir: dir, Synchronous: true}
-	newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
-	s := newStack(t, testOptions(), o)
+	srv, s := secondProcess(t, want, `"fd"`, 0)
 	if got := s.read(t, srv.url(), 0, uint64(len(want))); !bytes.Equal(got, want) {
 		t.Fatal("bytes differ")
 	}
@@ -63,11 +59,7 @@ func TestOpenEntriesBoundedByRlimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := pattern(12*testBlock, 43)
-	srv := newObjServer(t, want, `"rl"`)
-	dir := t.TempDir()
-	o := Options{Dir: dir, Synchronous: true}
-	newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
-	s := newStack(t, testOptions(), o)
+	srv, s := secondProcess(t, want, `"rl"`, 0)
 	low := rl
 	low.Cur = 128
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
@@ -107,11 +99,7 @@ func TestOpenEntriesUpToMaxOpen(t *testing.T) {
 	}
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &rl)
 	want := pattern(300*testBlock, 47)
-	srv := newObjServer(t, want, `"mo"`)
-	dir := t.TempDir()
-	o := Options{Dir: dir, Synchronous: true}
-	newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
-	s := newStack(t, testOptions(), o)
+	srv, s := secondProcess(t, want, `"mo"`, 0)
 	n := uint64(200 * testBlock)
 	for pass := 0; pass < 2; pass++ {
 		if got := s.read(t, srv.url(), 0, n); !bytes.Equal(got, want[:n]) {

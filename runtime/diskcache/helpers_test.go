@@ -84,6 +84,18 @@ type stack struct {
 	c   *Cache
 }
 
+// secondProcess serves want (ETag etag) from a new object server, fills a
+// new disk cache directory (block bytes blockBytes, 0: testBlock) with one
+// read of all of it through a first stack, and returns the server and a
+// second stack over that directory: the next process, finding the entries.
+func secondProcess(t testing.TB, want []byte, etag string, blockBytes int) (*objServer, *stack) {
+	t.Helper()
+	srv := newObjServer(t, want, etag)
+	o := Options{Dir: t.TempDir(), Synchronous: true, BlockBytes: blockBytes}
+	newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
+	return srv, newStack(t, testOptions(), o)
+}
+
 func newStack(t testing.TB, ro remote.Options, o Options) *stack {
 	t.Helper()
 	cl, err := remote.NewClient(ro)

@@ -36,11 +36,7 @@ func (s *stack) keyOf(t testing.TB, name string) Key {
 func TestPartialReadReadsOnlyItsPieces(t *testing.T) {
 	const P = pieceBytes
 	want := pattern(3*pieceBlock+1000, 21)
-	srv := newObjServer(t, want, `"p"`)
-	dir := t.TempDir()
-	o := Options{Dir: dir, Synchronous: true, BlockBytes: pieceBlock}
-	newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
-	s := newStack(t, testOptions(), o)
+	srv, s := secondProcess(t, want, `"p"`, pieceBlock)
 	gets := srv.gets.Load()
 	for _, c := range []struct {
 		what      string

@@ -28,11 +28,7 @@ func (s *stack) object(t *testing.T, name string) *remote.Object {
 func TestReadSegsReadsEachPieceOnce(t *testing.T) {
 	const P = pieceBytes
 	want := pattern(3*pieceBlock+1000, 31)
-	srv := newObjServer(t, want, `"s"`)
-	dir := t.TempDir()
-	o := Options{Dir: dir, Synchronous: true, BlockBytes: pieceBlock}
-	newStack(t, testOptions(), o).read(t, srv.url(), 0, uint64(len(want)))
-	s := newStack(t, testOptions(), o)
+	srv, s := secondProcess(t, want, `"s"`, pieceBlock)
 	ro := s.object(t, srv.url())
 	for _, c := range []struct {
 		what   string
