@@ -114,7 +114,8 @@ class _Prepared:
 
     __slots__ = ("arr", "carr", "buf", "views", "keep", "n", "target")
 
-    def __init__(self, ffi: Any, chunks: Any, out: Any) -> None:
+    def __init__(self, ffi: Any, chunks: Any, out: Any, c: Any = None, path: Any = None,
+                 prefix: str = "") -> None:
         import numpy as np
 
         arr = _pairs(chunks)
@@ -130,6 +131,13 @@ class _Prepared:
             total = int(sizes.sum(dtype=np.uint64)) if n else 0
             if n and total < int(sizes.max()):
                 raise ValueError("the sum of the chunk sizes overflows")
+            if c is not None and total > CHUNK_BYTES:
+                # Ask the library first, as readv does: a chunk past the end of
+                # the file (or a missing file) raises its MemTierError, not a
+                # MemoryError for a buffer that could never be filled.
+                def label(k: int) -> str:
+                    return f"{prefix}: chunk {k} (offset {int(arr[k, 0])}, size {int(arr[k, 1])})"
+                c._readv_precheck(c._handle(), _cpath(path), arr, 0, path, label)
             buf = np.empty(total, dtype=np.uint8)
             starts = np.zeros(n, dtype=np.uint64)
             if n > 1:
@@ -201,7 +209,7 @@ def load(c: Any, path: PathType, chunks: Any, out: Optional[Sequence[Any]] = Non
     """:func:`memtier.load_chunks` on Context ``c`` (arguments, result and
     errors as documented there)."""
     c._handle()
-    prep = _Prepared(c._ffi, chunks, out)
+    prep = _Prepared(c._ffi, chunks, out, c, path, "memtier.load_chunks")
     _run(c, path, prep.carr, prep.arr, "memtier.load_chunks", prep.target)
     del prep.keep
     return prep.views
@@ -338,7 +346,7 @@ class ChunkStream:
 def stream(c: Any, path: PathType, chunks: Any, out: Optional[Sequence[Any]] = None) -> "ChunkStream":
     """:func:`memtier.iter_chunks` on Context ``c`` (validated before any I/O)."""
     c._handle()
-    prep = _Prepared(c._ffi, chunks, out)
+    prep = _Prepared(c._ffi, chunks, out, c, path, "memtier.iter_chunks")
     return ChunkStream(c, path, prep)
 
 

@@ -65,7 +65,11 @@ def load_chunks(path: PathType, chunks: Any, out: Optional[Sequence[Any]] = None
         message names the chunk (``chunk 7 (offset ..., size ...)``),
         ``exc.index`` is its index and ``exc.results`` the int64 array of
         per-chunk results (bytes read, or a negative status). The other
-        chunks were still read (into ``out``, when given).
+        chunks were still read (into ``out``, when given). With no ``out``
+        and more than :data:`memtier.CHUNK_BYTES` in all, the library is
+        asked first (``memtier_explain``, no I/O): a chunk past the end of
+        the file raises before the buffer is allocated (no ``results`` then),
+        not MemoryError.
 
     Notes
     -----
@@ -99,6 +103,10 @@ def iter_chunks(path: PathType, chunks: Any, out: Optional[Sequence[Any]] = None
         Bad ``chunks`` or ``out`` (before any I/O).
     MemTierError
         The library refused the request (argument errors); I/O errors of a
-        chunk are raised by ``next()`` when that chunk is reported.
+        chunk are raised by ``next()`` when that chunk is reported. With no
+        ``out`` and more than :data:`memtier.CHUNK_BYTES` in all, a chunk the
+        library would refuse before any I/O (past the end of the file, a
+        missing file) raises here, as :func:`load_chunks` does, before the
+        buffer is allocated.
     """
     return _chunkio.stream(_context._ctx(ctx), path, chunks, out)

@@ -876,7 +876,8 @@ class Context:
         rc = fn(h, p, iov, n, TARGET_CPU, flags)
         return rc
 
-    def _readv_precheck(self, h: Any, p: bytes, pairs: Any, flags: int, path: Any) -> None:
+    def _readv_precheck(self, h: Any, p: bytes, pairs: Any, flags: int, path: Any,
+                        label: Optional[Callable[[int], str]] = None) -> None:
         """Before readv allocates a result above CHUNK_BYTES: raise the error
         of the lowest-index range the read would fail before any I/O (as
         readv itself reports it: ``.index`` set), asked of ``memtier_explain``
@@ -885,7 +886,8 @@ class Context:
         end, so the lowest failing end is found by bisection over the
         distinct ends (log2(N) calls); any other failure (a missing file)
         is the first non-empty range's. Returns when every range looks
-        readable."""
+        readable. ``label(k)`` is the message's prefix for range k (default
+        ``memtier.readv: range k``)."""
         import numpy as np
 
         ffi, lib = self._ffi, self._lib
@@ -919,8 +921,8 @@ class Context:
         if rc == 0:  # the file changed between the calls: let the read answer
             return
         detail = _ffi.error_texts(rc)[1]
-        raise make_error(rc, f"memtier.readv: range {k}", detail, strerror=_ffi.strerror(rc),
-                         filename=_fname(path), index=k)
+        raise make_error(rc, label(k) if label else f"memtier.readv: range {k}", detail,
+                         strerror=_ffi.strerror(rc), filename=_fname(path), index=k)
 
     @staticmethod
     def _readv_error(rc: int, iov: Any, lo: int, hi: int) -> Tuple[int, Optional[int], str]:

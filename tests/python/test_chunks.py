@@ -154,6 +154,28 @@ def test_load_chunks_across_batches(pfile, monkeypatch):
     assert b"".join(g.tobytes() for g in got) == pbytes(0, 30000)
 
 
+def test_oversized_chunks_raise_eof_before_allocating(pfile):
+    # With no out, load_chunks / iter_chunks allocate sum(sizes) bytes; chunks that run
+    # past the end of the file must raise EndOfFileError (naming the lowest failing chunk),
+    # not MemoryError for a buffer that could never be filled.
+    size = 10000
+    path = pfile(size)
+    cases = [([(0, 2**62)], 0), ([(0, 10), (5, 2**40), (9000, 2**30)], 1), ([(0, 100 << 20)], 0),
+             ([(0, 10), (0, 100 << 20), (20, 5)], 1)]
+    for name, fn in (("load_chunks", memtier.load_chunks),
+                     ("iter_chunks", lambda p, c: list(memtier.iter_chunks(p, c)))):
+        for pairs, k in cases:
+            with pytest.raises(memtier.EndOfFileError) as ei:
+                fn(path, pairs)
+            off, n = pairs[k]
+            assert ei.value.index == k, (name, pairs)
+            assert str(ei.value).startswith(f"memtier.{name}: chunk {k} (offset {off}, size {n})"), str(ei.value)
+        with pytest.raises(memtier.NotFoundError):
+            fn(path + ".missing", [(0, 2**40)])
+    got = memtier.load_chunks(path, [(0, 10), (100, 20)])
+    assert [g.tobytes() for g in got] == [pbytes(0, 10), pbytes(100, 20)]
+
+
 def test_load_chunks_many_small(pfile):
     path = pfile(8 << 20)
     rng = np.random.default_rng(5)
