@@ -425,6 +425,12 @@ class Context:
         before any I/O (end of file, with the file's size; a missing file),
         asked of ``memtier_explain`` (no I/O, no stats): its text names the
         caller's whole range. Returns when the range looks readable."""
+        if offset >= 0 and n >= 0 and offset + n > (1 << 63) - 1 and offset < 1 << 64 and n < 1 << 64:
+            # The library's text for this names memtier_explain, the precheck,
+            # not the read the caller made: say it here in the read's words.
+            raise make_error(_errors.ERR_INVALID_ARG, prefix,
+                             f"read {_fname(path)}: offset {offset} + size {n} is beyond the largest "
+                             f"file offset (2^63 - 1)", filename=_fname(path))
         out = self._ffi.new("memtier_decision_t *")
         try:
             rc = self._lib.memtier_explain(h, p, offset, n, self._ffi.NULL, TARGET_CPU,

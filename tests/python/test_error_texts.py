@@ -37,6 +37,18 @@ def test_eof_names_the_callers_range_and_the_size_without_a_generic_prefix(tmp_p
                              "end of file (size 10000)")
 
 
+def test_a_range_past_2_63_names_the_read_not_its_precheck(tmp_path):
+    # memtier.read checks a large range with memtier_explain before it allocates; the
+    # message is the read's, not "explain" (a fresh user's report).
+    p = small(tmp_path)
+    for off, n in ((0, 2**63), (2**62, 2**62)):
+        with pytest.raises(memtier.InvalidArgumentError) as ei:
+            memtier.read(p, off, n)
+        assert str(ei.value) == (f"memtier.read: read {p}: offset {off} + size {n} is beyond the "
+                                 "largest file offset (2^63 - 1)")
+        assert ei.value.code == memtier.InvalidArgumentError.code
+
+
 def test_load_tensor_checks_the_size_before_allocating(tmp_path):
     # 64 GiB past the end of a 10 KB file: the library's answer, not the
     # allocator's (torch.empty of 64 GiB would fail or take seconds first)
