@@ -220,6 +220,16 @@ int mt_hit_copy_test(void* dst, const void* src, uint64_t n) {
 #endif
 }
 
+int mt_hit_copy_stream_test(void* dst, const void* src, uint64_t n) {
+    mt_copy_bytes_stream(dst, src, n);
+    mt_copy_stream_fence();
+#if defined(__x86_64__)
+    return __atomic_load_n(&mt_copy_kind, __ATOMIC_RELAXED);
+#else
+    return 0;
+#endif
+}
+
 /* The copy, with a fault on dst caught: 0 done, -1 faulted. Not inlined, so
  * that nothing of the caller's frame lives in registers sigsetjmp restores. */
 static __attribute__((noinline)) int mt_guarded_copy(void* dst, const void* src, uint64_t n) {
@@ -436,7 +446,10 @@ static inline uint64_t mt_pages(uint64_t lo, uint64_t size) {
  * all of it (valid pages, no writer before or during the copy), marking the
  * block used: 1 copied, 0 not (dst may hold any bytes). The entry is read
  * before the copy, whose source is the entry's address: where its line is
- * not in the CPU caches the copy waits for it (mt_hit_copy_hinted does not). */
+ * not in the CPU caches the copy waits for it (mt_hit_copy_hinted does not).
+ * guarded: 1 the copy has a fault guard of its own; 0 the caller's guard
+ * (mt_hit_copy_all) catches a fault; 2 as 0 with streaming stores (the
+ * caller fences). */
 static inline __attribute__((always_inline)) int mt_hit_copy(const unsigned char* be, uint64_t ver, uint64_t off,
                                                               uint64_t size, uint64_t shift, void* dst,
                                                               int guarded) {
@@ -452,11 +465,14 @@ static inline __attribute__((always_inline)) int mt_hit_copy(const unsigned char
     const uint64_t need = mt_pages(lo, size);
     if (addr == 0 || (LD(be, MT_HIT_BLOCK_VALID) & need) != need) return 0;
     const uint64_t src = addr + lo;
-    if (guarded) {
+    if (guarded == 1) {
         if (!mt_guard_ok || mt_guarded_copy(dst, (const void*)(uintptr_t)src, size) != 0) return 0;
     } else { /* the caller's guard (mt_hit_copy_all) catches a fault */
         atomic_signal_fence(memory_order_seq_cst);
-        mt_copy_bytes(dst, (const void*)(uintptr_t)src, size);
+        if (guarded == 2)
+            mt_copy_bytes_stream(dst, (const void*)(uintptr_t)src, size);
+        else
+            mt_copy_bytes(dst, (const void*)(uintptr_t)src, size);
         atomic_signal_fence(memory_order_seq_cst);
     }
     atomic_thread_fence(memory_order_acquire);
@@ -551,6 +567,12 @@ static int mt_hit_serve(uint64_t id, const unsigned char* r, const char* path, u
 #define MT_HIT_READV_SPAN 4
 
 /* The blocks [off, off + size) spans beyond its first (size > 0). */
+/* Bytes of a readv above which its copies use streaming stores (see
+ * mt_hit_copy_all): above the L2 cache of common cores. */
+#ifndef MT_HIT_STREAM_BYTES
+#define MT_HIT_STREAM_BYTES (UINT64_C(1) << 20)
+#endif
+
 static inline uint64_t mt_span_extra(uint64_t off, uint64_t size, uint64_t shift) {
     return ((off + size - 1) >> shift) - (off >> shift);
 }
@@ -559,14 +581,14 @@ static inline uint64_t mt_span_extra(uint64_t off, uint64_t size, uint64_t shift
  * most); be0 is the pair of its first block. 1 copied, 0 not (dst may hold
  * any bytes; Go then serves the whole element). */
 static inline int mt_hit_copy_span(const unsigned char* bt, uint64_t bmask, const unsigned char* be0, uint64_t ver,
-                                   uint64_t off, uint64_t size, uint64_t shift, void* dst) {
+                                   uint64_t off, uint64_t size, uint64_t shift, void* dst, int mode) {
     const uint64_t bmax = (UINT64_C(1) << shift) - 1;
     const unsigned char* be = be0;
     unsigned char* d = (unsigned char*)dst;
     for (;;) {
         const uint64_t room = bmax + 1 - (off & bmax);
         const uint64_t part = room < size ? room : size;
-        if (!mt_hit_copy(be, ver, off, part, shift, d, 0)) return 0;
+        if (!mt_hit_copy(be, ver, off, part, shift, d, mode)) return 0;
         size -= part;
         if (size == 0) return 1;
         off += part;
@@ -589,8 +611,15 @@ static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r
                                                           uint64_t* bytes_out, uint64_t* extra_out) {
     mt_copy_guard_t g;
     volatile uint64_t at = 0; /* the element being copied: where a fault stops the loop */
+    /* A batch of more than MT_HIT_STREAM_BYTES is copied with streaming
+     * stores: its destination cannot stay in the CPU caches anyway, and
+     * plain stores would first read every destination line from DRAM. */
+    uint64_t want = 0;
+    for (uint64_t k = 0; k < n; k++) want += iov[k].size;
+    const int mode = want > MT_HIT_STREAM_BYTES ? 2 : 0;
     if (sigsetjmp(g.jb, 0) != 0) {
         pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+        if (mode == 2) mt_copy_stream_fence();
         const uint64_t stop = at;
         uint64_t served = 0, bytes = 0, extra = 0;
         for (uint64_t k = 0; k < n; k++) {
@@ -630,12 +659,13 @@ static __attribute__((noinline)) uint64_t mt_hit_copy_all(const unsigned char* r
         const uint64_t span = mt_span_extra(off, size, shift);
         if (span >= MT_HIT_READV_SPAN) continue;
         at = k; /* volatile: the fault path reads it */
-        if (!mt_hit_copy_span(bt, bmask, ring[k % MT_HIT_READV_RING], ver, off, size, shift, e->dst)) continue;
+        if (!mt_hit_copy_span(bt, bmask, ring[k % MT_HIT_READV_RING], ver, off, size, shift, e->dst, mode)) continue;
         extra += span;
         e->result = (int64_t)e->size;
         bytes += e->size;
         served++;
     }
+    if (mode == 2) mt_copy_stream_fence();
     atomic_signal_fence(memory_order_seq_cst);
     mt_copy = NULL;
     *bytes_out = bytes;

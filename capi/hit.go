@@ -116,6 +116,14 @@ func hitCopy(dst, src []byte) int {
 	return int(C.mt_hit_copy_test(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), C.uint64_t(len(src))))
 }
 
+// hitCopyStream is hitCopy with the streaming-store copy of a large readv.
+func hitCopyStream(dst, src []byte) int {
+	if len(src) == 0 {
+		return int(C.mt_hit_copy_stream_test(nil, nil, 0))
+	}
+	return int(C.mt_hit_copy_stream_test(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), C.uint64_t(len(src))))
+}
+
 // cPathBuf is n bytes of C memory for a path the tests rewrite in place
 // (setCPath; C.free it with cPathFree), and hitReadCPath is hitRead of the
 // path in it: a caller that reuses one buffer for other paths.

@@ -120,4 +120,8 @@ MT_HIT_API void mt_hit_slots(uint64_t file, uint64_t index, uint64_t block_mask,
  * AVX2 loop; for the copy test). */
 MT_HIT_API int mt_hit_copy_test(void* dst, const void* src, uint64_t n);
 
+/* mt_hit_copy_stream_test: mt_hit_copy_test with the streaming-store copy
+ * of a large readv (and its fence), for tests only. */
+MT_HIT_API int mt_hit_copy_stream_test(void* dst, const void* src, uint64_t n);
+
 #endif

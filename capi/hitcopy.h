@@ -78,6 +78,59 @@ static __attribute__((noinline, target("avx2"))) void mt_copy_avx2(void* dst, co
     if (whole < n) memcpy(q + whole, p + whole, n - whole);
 }
 
+/* n >= 1024 bytes, as mt_copy_avx2 but with streaming (non-temporal)
+ * stores from the first 32-byte-aligned destination address: the lines are
+ * written without being read first (no read-for-ownership) and do not evict
+ * the caller's cache. For copies into a destination too large to stay in
+ * the CPU caches (a readv batch of MiBs); the caller issues _mm_sfence
+ * before the bytes are handed on. */
+static __attribute__((noinline, target("avx2"))) void mt_copy_avx2_stream(void* dst, const void* src, uint64_t n) {
+    const char* p = (const char*)src;
+    char* q = (char*)dst;
+    const uint64_t head = (32 - ((uintptr_t)q & 31)) & 31;
+    if (head) {
+        memcpy(q, p, head);
+        p += head;
+        q += head;
+        n -= head;
+    }
+    for (uint64_t l = 0; l < MT_COPY_PREFETCH && l < n; l += 64) __builtin_prefetch(p + l);
+    const uint64_t whole = n & ~(uint64_t)127;
+    for (uint64_t i = 0; i < whole; i += 128) {
+        if (i + MT_COPY_PREFETCH < n) {
+            __builtin_prefetch(p + i + MT_COPY_PREFETCH);
+            __builtin_prefetch(p + i + MT_COPY_PREFETCH + 64);
+        }
+        const __m256i v0 = _mm256_loadu_si256((const __m256i*)(p + i));
+        const __m256i v1 = _mm256_loadu_si256((const __m256i*)(p + i + 32));
+        const __m256i v2 = _mm256_loadu_si256((const __m256i*)(p + i + 64));
+        const __m256i v3 = _mm256_loadu_si256((const __m256i*)(p + i + 96));
+        _mm256_stream_si256((__m256i*)(q + i), v0);
+        _mm256_stream_si256((__m256i*)(q + i + 32), v1);
+        _mm256_stream_si256((__m256i*)(q + i + 64), v2);
+        _mm256_stream_si256((__m256i*)(q + i + 96), v3);
+    }
+    if (whole < n) memcpy(q + whole, p + whole, n - whole);
+}
+
+/* mt_copy_bytes_stream: mt_copy_bytes, with streaming stores where the
+ * AVX2 loop is the copy (elsewhere as mt_copy_bytes: rep movsb of an ERMS
+ * machine already writes large copies without reading the lines). */
+static inline void mt_copy_bytes_stream(void* dst, const void* src, uint64_t n) {
+    int k = __atomic_load_n(&mt_copy_kind, __ATOMIC_RELAXED);
+    if (__builtin_expect(k < 0, 0)) k = mt_probe_copy();
+    if (n < 1024 || k == MT_COPY_MEMCPY) {
+        memcpy(dst, src, n);
+    } else if (k == MT_COPY_MOVSB) {
+        __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+    } else {
+        mt_copy_avx2_stream(dst, src, n);
+    }
+}
+
+/* Orders streaming stores before what follows. */
+static inline void mt_copy_stream_fence(void) { _mm_sfence(); }
+
 /* mt_copy_bytes copies n bytes from src to dst (no overlap) the way
  * mt_probe_copy picked; thread-safe (the probe may run twice, alike). */
 static inline void mt_copy_bytes(void* dst, const void* src, uint64_t n) {
@@ -93,6 +146,8 @@ static inline void mt_copy_bytes(void* dst, const void* src, uint64_t n) {
 }
 #else
 static inline void mt_copy_bytes(void* dst, const void* src, uint64_t n) { memcpy(dst, src, n); }
+static inline void mt_copy_bytes_stream(void* dst, const void* src, uint64_t n) { memcpy(dst, src, n); }
+static inline void mt_copy_stream_fence(void) {}
 #endif
 
 #endif

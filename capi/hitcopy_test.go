@@ -9,8 +9,14 @@ import (
 // The hit path's copy (hitcopy.h) at every size class it branches on (below
 // 1 KiB, the 128-byte steps, the tail, the prefetch distance) and at every
 // alignment of source and destination: exactly the source's bytes, and not
-// one byte outside the destination.
+// one byte outside the destination; the streaming-store copy of a large
+// readv alike (it also branches on the destination's 32-byte alignment).
 func TestHitCopyBytes(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testHitCopy(t, hitCopy) })
+	t.Run("stream", func(t *testing.T) { testHitCopy(t, hitCopyStream) })
+}
+
+func testHitCopy(t *testing.T, copyFn func(dst, src []byte) int) {
 	rng := rand.New(rand.NewSource(7))
 	src := make([]byte, 80<<10)
 	rng.Read(src)
@@ -24,12 +30,12 @@ func TestHitCopyBytes(t *testing.T) {
 	kind := -1
 	for _, n := range sizes {
 		for _, so := range []int{0, 1, 8, 31, 63} {
-			for _, do := range []int{0, 3, 32, 61} {
+			for _, do := range []int{0, 3, 31, 32, 33, 61} {
 				for i := range buf {
 					buf[i] = 0xA5
 				}
 				dst := buf[guard+do : guard+do+n]
-				kind = hitCopy(dst, src[so:so+n])
+				kind = copyFn(dst, src[so:so+n])
 				if !bytes.Equal(dst, src[so:so+n]) {
 					t.Fatalf("size %d, src offset %d, dst offset %d: bytes differ", n, so, do)
 				}

@@ -312,3 +312,40 @@ func TestHitReadvEvictionRace(t *testing.T) {
 		t.Fatal("no readv was served in C")
 	}
 }
+
+// A readv of more than 1 MiB (hit.c's MT_HIT_STREAM_BYTES) is copied with
+// streaming stores: each element, at destinations of every 32-byte
+// alignment, still gets exactly the file's bytes.
+func TestHitReadvLargeBatch(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.bin")
+	data := pattern(hitFile, 5)
+	writeFile(t, path, data)
+	id, c := newHitCtx(t, config.FreshStrict, nil)
+	if _, err := c.Prefetch(path, 0, hitFile, 0); err != nil {
+		t.Fatal(err)
+	}
+	var spans []span
+	total := uint64(0)
+	for k := uint64(0); total <= 3<<20; k++ {
+		sp := span{(k * 4099) % 4096, hitFile - 4096 - k%33}
+		spans = append(spans, sp)
+		total += sp.size
+	}
+	iov := make([]hitIOVec, len(spans))
+	for k, sp := range spans {
+		iov[k] = cIOVec(sp.off, sp.size, "")
+		defer cIOVecFree(iov[k])
+	}
+	if !hitReadv(id, path, iov, 0) {
+		t.Fatal("not served in C")
+	}
+	for k, sp := range spans {
+		if r := cIOVecResult(iov[k]); r != int64(sp.size) {
+			t.Fatalf("element %d: result %d, want %d", k, r, sp.size)
+		}
+		if !bytes.Equal(cIOVecBytes(iov[k]), data[sp.off:sp.off+sp.size]) {
+			t.Fatalf("element %d: wrong bytes", k)
+		}
+	}
+}
