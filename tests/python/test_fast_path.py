@@ -139,20 +139,29 @@ def test_context_read_into_is_a_c_method_when_compiled(run_py, fast):
 
 
 def _python_frames(fn):
-    """The names of the Python functions a call of fn() entered."""
+    """The names of the Python functions of memtier and this file that a call
+    of fn() entered. Others are not the read's: a garbage collection inside
+    the call runs whatever finalizers are due (CI once saw multiprocessing's
+    Finalize.__call__ and sub_debug there), so the collector is off for the
+    call and frames of other files are left out."""
+    import gc
     import sys
 
+    ours = (os.path.dirname(os.path.abspath(memtier.__file__)), os.path.abspath(__file__))
     seen = []
 
     def prof(frame, event, arg):
-        if event == "call":
+        if event == "call" and os.path.abspath(frame.f_code.co_filename).startswith(ours):
             seen.append(frame.f_code.co_name)
 
+    gc.collect()
+    gc.disable()
     sys.setprofile(prof)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        gc.enable()
     return seen
 
 
