@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 
 // withTrust lets the Caches t opens trust, with the real clock and
 // RWF_NOWAIT reads, restored when t ends.
-func withTrust(t *testing.T) {
+func withTrust(t testing.TB) {
 	t.Helper()
 	testNoTrust = false
 	t.Cleanup(func() {
@@ -37,6 +37,14 @@ func withTrust(t *testing.T) {
 }
 
 var realPreadNoWait = preadNoWait
+
+// benchTrust is withTrust for the benchmarks, which read with trust as a
+// process does, unless DISKCACHE_BENCH_NOTRUST=1 (every read checked).
+func benchTrust(b *testing.B) {
+	if os.Getenv("DISKCACHE_BENCH_NOTRUST") != "1" {
+		withTrust(b)
+	}
+}
 
 // trustBlock is the block size of the trust tests: 16 pieces.
 const trustBlock = 16 * pieceBytes
@@ -222,7 +230,7 @@ func TestTrustNeedsASettledEntry(t *testing.T) {
 	}
 	read(0, 0, 0)
 	read(trustSettle/2, 0, 0)
-	read(trustSettle, 0, 0)                 // not more than trustSettle: still checked, not recorded
+	read(trustSettle, 0, 0)                  // not more than trustSettle: still checked, not recorded
 	read(trustSettle+time.Millisecond, 0, 0) // checked, recorded
 	read(trustSettle+2*time.Millisecond, c.pieces, 0)
 	if st := s.c.Stats(); st.MissBlocks != 2 || st.HitBlocks != 5 {
