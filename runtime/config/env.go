@@ -45,6 +45,7 @@ var OtherVars = []OtherVar{
 	{"MEMTIER_VERSITYGW", "runtime/remote tests: the S3 gateway binary (scripts/versitygw.sh)"},
 	{"MEMTIER_DISK_CACHE_DIR", "runtime/diskcache: directory of the disk cache tier for remote objects (created 0700); unset: off"},
 	{"MEMTIER_DISK_CACHE_BYTES", "runtime/diskcache: disk cache budget in bytes; default 10 GiB, at most half the free space"},
+	{"MEMTIER_DISK_CACHE_TRUST", "runtime/diskcache: 0 checksums every piece on every read; default 1: pieces this process checked are served again unchecked while the entry is unchanged and in the page cache"},
 	{"MEMTIER_REMOTE_PART_BYTES", "runtime/remote: bytes per ranged GET of a remote read (K, M, G suffixes); default 8M, 5M to 1G"},
 	{"MEMTIER_REMOTE_CONCURRENCY", "runtime/remote: ranged GETs in flight per context (and idle connections kept per host); default 64, 1 to 1024"},
 }

@@ -39,7 +39,7 @@ func (c *Cache) get(k *Key, idx uint64, blockLen int, dst []byte, from int) bool
 		why = fmt.Sprintf("range [%d, +%d) outside the %d-byte payload", from, len(dst), blockLen)
 	}
 	if why == "" {
-		why = readPieces(e.f, int64(e.h.hdrLen), &e.h, from, dst, &c.st.readBytes)
+		why = c.readRange(e, from, dst)
 	}
 	return c.endRead(name, e, why)
 }

@@ -52,8 +52,11 @@ const (
 	// writes one block in milliseconds).
 	staleTmp = 10 * time.Minute
 	// touchAfter: a hit refreshes an entry's mtime only when it is older
-	// than this, so a hot entry costs no utimensat per read.
-	touchAfter = time.Second
+	// than this, so a hot entry costs no utimensat per read. 10 s, not
+	// 1 s: the refresh moves the entry's ctime, after which this process
+	// checks its pieces again before it trusts them (trust.go), and
+	// eviction needs no finer order than that.
+	touchAfter = 10 * time.Second
 	// maxPruned bounds the keys a Cache remembers having pruned.
 	maxPruned = 1 << 16
 )
@@ -80,6 +83,11 @@ type Options struct {
 	// stand in for.
 	DirectWrites bool
 	ReadWorkers  int // parallel hit readers per request; 0: DefaultReadWorkers
+	// NoTrust checks every piece on every read. By default a piece this
+	// Cache read and checked is served again without its checksum while
+	// the entry file is unchanged and its bytes are in the page cache
+	// (the package doc's Trust paragraph; EnvTrust=0 sets NoTrust).
+	NoTrust bool
 }
 
 // Cache is a directory of blocks of remote objects, shared by every Cache
@@ -103,6 +111,9 @@ type Cache struct {
 	bufs    sync.Pool // *[]byte of block bytes
 	st      counters
 	closed  atomic.Bool
+	// trustOff: the file system refused RWF_NOWAIT, so reads are all
+	// checked (trust.go).
+	trustOff atomic.Bool
 }
 
 // Open opens (creating it if needed, mode 0700) the cache directory of o,
@@ -154,6 +165,7 @@ func Open(o Options) (*Cache, error) {
 	if err != nil {
 		return nil, errs.FromErrno("disk cache: open lock file", dir, -1, err)
 	}
+	o.NoTrust = o.NoTrust || testNoTrust
 	c := &Cache{dir: dir, block: o.BlockBytes, opts: o, lockF: lf}
 	c.budget = o.BudgetBytes
 	c.wb = newWriter(c, o.QueueBytes, o.QueueWait)

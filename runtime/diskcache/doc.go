@@ -38,6 +38,35 @@
 // version is a miss too: counted stale (Stats.StaleEntries), deleted and
 // refetched.
 //
+// Trust (trust.go): a piece this process read and checked through an
+// entry descriptor it holds open (fds.go) is served again without its
+// checksum, by preadv2 RWF_NOWAIT of just the bytes asked for, when (1)
+// a fstat of the descriptor after that read shows the identity (inode,
+// size, mtime, ctime in nanoseconds) a fstat showed before the check, and
+// (2) every byte came from the page cache. Any write, truncate, utimensat,
+// unlink or rename of the file by any process moves its ctime, so (1)
+// fails after a change and the pieces are read and checked again; a check
+// counts only when it starts more than 100 ms after the file's last change
+// (trustSettle), since the kernel stamps changes from a clock that moves
+// in ticks and a change in the tick of the one before could leave the
+// identity equal. (2) keeps the checksum's guard against the device:
+// pages read back from it after an eviction are checked again
+// (EAGAIN or a short read falls back to the checked read, which trusts
+// them anew). This process's own mtime refresh moves ctime too: the next
+// read is checked, and trusted again from the first check 100 ms on
+// (Stats.TrustFallbacks counts those reads, Stats.TrustedPieces the
+// pieces served from trust). Known gaps, where bytes other than those
+// checked can be served: a store through a shared writable mapping of
+// the entry into a page that is already dirty (the kernel moves mtime and
+// ctime at the first write fault of a clean page only); a single write(2)
+// under way since before the check (ctime moves when it starts); pages
+// evicted and read back from the device by another reader (not this
+// Cache's checked read) before a trusted read; and a wall clock stepped
+// back, so that a later change can get the timestamps of the one before.
+// Entries are only ever written whole and renamed into place, so these
+// take another program writing into the cache directory's files; set
+// EnvTrust=0 (Options.NoTrust) to check every read.
+//
 // Crash safety: an entry is written to a temporary file (".tmp-*") in the
 // directory, then renamed into place, so a reader sees it whole or not at
 // all. No fsync (see put): the checks above catch what a power loss can
@@ -53,7 +82,7 @@
 // processes; when a reservation does not fit, the writer scans the
 // directory and removes entries, oldest "used" first, down to 15/16 of the
 // budget. "Used" is an entry's mtime: set when written, and moved to now by
-// a hit when older than a second (utimensat), so it is visible to every
+// a hit when older than 10 seconds (utimensat), so it is visible to every
 // process and survives restarts; atime is not used because relatime and
 // noatime mounts do not keep it. Processes with different budgets each
 // enforce their own when they write. Readers take no lock: rename and

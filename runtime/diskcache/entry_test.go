@@ -98,6 +98,19 @@ func TestOptionsFromEnv(t *testing.T) {
 	if o.BudgetBytes != 0 {
 		t.Fatalf("default budget field %d, want 0 (Open picks it)", o.BudgetBytes)
 	}
+	if o.NoTrust {
+		t.Fatal("trust off without " + EnvTrust)
+	}
+	for v, no := range map[string]bool{"0": true, "1": false, " 0 ": true} {
+		o, _, err = OptionsFromEnv(env(map[string]string{EnvDir: "/d", EnvTrust: v}))
+		if err != nil || o.NoTrust != no {
+			t.Fatalf("%s=%q: NoTrust %v err %v, want %v", EnvTrust, v, o.NoTrust, err, no)
+		}
+	}
+	if _, _, err := OptionsFromEnv(env(map[string]string{EnvDir: "/d", EnvTrust: "yes"})); err == nil ||
+		!strings.Contains(err.Error(), EnvTrust) {
+		t.Fatalf("%s=yes: %v, want an error naming it", EnvTrust, err)
+	}
 	for _, bad := range []string{"10GB", "0", "-1", "lots", "99999999999T"} {
 		if _, _, err := OptionsFromEnv(env(map[string]string{EnvDir: "/d", EnvBytes: bad})); err == nil ||
 			!strings.Contains(err.Error(), EnvBytes) {

@@ -34,6 +34,7 @@ type openEntry struct {
 	refs    int       // readers using f now
 	gone    bool      // out of the table: closed by the last release
 	tick    uint64    // LRU clock at the last acquire
+	tr      trust     // pieces this process checked (trust.go)
 }
 
 // fdTable is a Cache's open entries by file name, LRU-bounded. An entry

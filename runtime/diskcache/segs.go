@@ -106,7 +106,7 @@ func (c *Cache) getParts(k *Key, idx uint64, blockLen int, parts []part) bool {
 		why = fmt.Sprintf("range [%d, %d) outside the %d-byte payload", parts[0].from, last.from+len(last.dst), blockLen)
 	}
 	if why == "" {
-		why = readParts(e.f, int64(e.h.hdrLen), &e.h, parts, &c.st.readBytes)
+		why = c.readPartsTrust(e, parts)
 	}
 	return c.endRead(name, e, why)
 }

@@ -10,6 +10,7 @@ type counters struct {
 	staleEntries, corruptEntries               atomic.Uint64
 	writeDrops, writeErrors, inlineWrites      atomic.Uint64
 	queueWaits, queueDrops, throughWrites      atomic.Uint64
+	trustedPieces, trustFallbacks              atomic.Uint64
 	readBytes                                  atomic.Uint64 // bytes read from entries, headers included (tests)
 }
 
@@ -32,6 +33,8 @@ type Stats struct {
 	QueueDrops     uint64 // of those, blocks left uncached: no room or slot within Options.QueueWait
 	ThroughWrites  uint64 // blocks written from the caller's buffer before the read returned (through.go)
 	WriteErrors    uint64 // blocks not written because of a file system error (disk full, I/O error)
+	TrustedPieces  uint64 // pieces served without their checksum: checked earlier by this Cache, the entry unchanged since and in the page cache (trust.go)
+	TrustFallbacks uint64 // reads whose pieces were all trusted but were read and checked again: the entry changed, or a byte was not in the page cache
 	UsedBytes      uint64 // gauge: bytes the directory held when this Cache last held its lock
 	BudgetBytes    uint64 // gauge: the budget this Cache enforces
 }
@@ -48,6 +51,7 @@ func (c *Cache) Stats() Stats {
 		StaleEntries: s.staleEntries.Load(), CorruptEntries: s.corruptEntries.Load(),
 		WriteDrops: s.writeDrops.Load(), WriteErrors: s.writeErrors.Load(), InlineWrites: s.inlineWrites.Load(),
 		QueueWaits: s.queueWaits.Load(), QueueDrops: s.queueDrops.Load(), ThroughWrites: s.throughWrites.Load(),
+		TrustedPieces: s.trustedPieces.Load(), TrustFallbacks: s.trustFallbacks.Load(),
 		UsedBytes: c.used.Load(), BudgetBytes: c.budget,
 	}
 }

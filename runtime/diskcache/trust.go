@@ -1,0 +1,275 @@
+package diskcache
+
+import (
+	"errors"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Trust (see the package doc's "Trust" paragraph): a piece this process
+// read and checked through a held entry descriptor is not checksummed
+// again while a fstat of that descriptor shows the same identity as it
+// did before the check and its bytes are still in the page cache.
+
+// trustSettle: a check counts toward trust only when the entry's last
+// change (ctime, mtime) is older than this when the check starts. The
+// kernel stamps changes from a clock that advances in ticks (jiffies on
+// older kernels), so a change in the same tick as the last one may leave
+// the timestamps equal; a change after a check that starts this long
+// after the entry's last change gets a timestamp of its own.
+const trustSettle = 100 * time.Millisecond
+
+// trustNow is the clock trustSettle is measured with (CLOCK_REALTIME, the
+// one file timestamps are taken from); tests move it.
+var trustNow = time.Now
+
+// testNoTrust makes every Cache opened NoTrust: the package's TestMain
+// sets it for the tests written for checked reads (exact bytes read,
+// corruption found by a later read); the trust tests clear it.
+var testNoTrust bool
+
+// preadNoWait reads b at off of fd only from the page cache
+// (preadv2 RWF_NOWAIT): a page that would have to come from the device
+// makes it fail with EAGAIN or return short. Tests replace it.
+var preadNoWait = func(fd int, iov [][]byte, off int64) (int, error) {
+	for {
+		n, err := unix.Preadv2(fd, iov, off, unix.RWF_NOWAIT)
+		if !errors.Is(err, syscall.EINTR) {
+			return n, err
+		}
+	}
+}
+
+// fileID is what fstat tells of an entry file's contents: any write,
+// truncate or timestamp change (a utimensat, our own mtime refresh
+// included) moves ctime, and an unlink or rename of the file does too.
+type fileID struct {
+	ino          uint64
+	size         int64
+	mtime, ctime int64 // ns since the epoch
+}
+
+// fstatID returns the identity of the file open as fd.
+func fstatID(fd int) (fileID, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
+}
+
+// changed is when the file last changed: the later of ctime and mtime (a
+// utimensat may set mtime ahead of the clock; such a file is not trusted
+// until the clock passes it).
+func (id fileID) changed() time.Time { return time.Unix(0, max(id.mtime, id.ctime)) }
+
+// trust is what this process checked of one held entry: the pieces read
+// and checked (bits) after a fstat showed id. Safe for concurrent use.
+type trust struct {
+	mu   sync.Mutex
+	id   fileID
+	bits []uint64 // piece i at bit i%64 of bits[i/64]; nil: none
+}
+
+// snapshot returns the identity under which every piece of each range
+// [p0, p1) of spans was checked, or false when one of them was not.
+// A read served from trust is taken after the snapshot and must be
+// followed by a fstat that still shows id: then no change came between
+// the checks' fstat and the read.
+func (t *trust) snapshot(spans func(yield func(p0, p1 int) bool)) (fileID, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.bits == nil {
+		return fileID{}, false
+	}
+	ok := true
+	spans(func(p0, p1 int) bool {
+		for p := p0; p < p1; p++ {
+			if p/64 >= len(t.bits) || t.bits[p/64]&(1<<(p%64)) == 0 {
+				ok = false
+				return false
+			}
+		}
+		return true
+	})
+	return t.id, ok
+}
+
+// record marks the pieces [p0, p1) of an entry of n pieces checked after
+// a fstat showed id; pieces checked under another identity are forgotten.
+func (t *trust) record(id fileID, n, p0, p1 int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.bits == nil || t.id != id {
+		t.id = id
+		t.bits = make([]uint64, (n+63)/64)
+	}
+	for p := p0; p < p1 && p/64 < len(t.bits); p++ {
+		t.bits[p/64] |= 1 << (p % 64)
+	}
+}
+
+// settled reports whether a check that started at t0 after a fstat that
+// showed id counts toward trust (trustSettle).
+func settled(t0 time.Time, id fileID) bool { return t0.Sub(id.changed()) > trustSettle }
+
+// trustedRead fills dst with payload bytes [from, from+len(dst)) of e
+// from trust: only when each piece they overlap was checked under the
+// identity a fstat shows after the read, and the page cache held every
+// byte. Otherwise it returns false with the identity of a fstat taken
+// after t0 (idOK false when there was none), for the checked read that
+// follows; dst may be partly written.
+func (c *Cache) trustedRead(e *openEntry, from int, dst []byte, t0 time.Time) (served bool, id fileID, idOK bool) {
+	p0, p1 := pieceSpan(from, len(dst))
+	want, ok := e.tr.snapshot(func(yield func(int, int) bool) { yield(p0, p1) })
+	if !ok {
+		return false, fileID{}, false
+	}
+	fd := int(e.f.Fd())
+	iov := [1][]byte{dst}
+	n, err := preadNoWait(fd, iov[:], int64(e.h.hdrLen)+int64(from))
+	id, idOK = fstatID(fd)
+	if err == nil && n == len(dst) && idOK && id == want {
+		c.st.readBytes.Add(uint64(n))
+		c.st.trustedPieces.Add(uint64(p1 - p0))
+		return true, id, true
+	}
+	c.noteTrustMiss(err)
+	return false, id, idOK
+}
+
+// trustedParts is trustedRead for the parts of getParts: every part's
+// bytes, the gaps between parts closer than a piece into scratch, one
+// preadv2 per run of parts.
+func (c *Cache) trustedParts(e *openEntry, parts []part) (served bool, id fileID, idOK bool) {
+	want, ok := e.tr.snapshot(func(yield func(int, int) bool) {
+		for _, p := range parts {
+			if !yield(pieceSpan(p.from, len(p.dst))) {
+				return
+			}
+		}
+	})
+	if !ok {
+		return false, fileID{}, false
+	}
+	fd := int(e.f.Fd())
+	base := int64(e.h.hdrLen)
+	sp := partScratch.Get().(*partBufs)
+	defer func() {
+		clear(sp.iov[:cap(sp.iov)])
+		partScratch.Put(sp)
+	}()
+	var read uint64
+	var err error
+	for i := 0; i < len(parts) && err == nil; {
+		iov, scratch := sp.iov[:0], sp.scratch[:0]
+		start, pos, total := parts[i].from, parts[i].from, 0
+		for ; i < len(parts); i++ {
+			p := parts[i]
+			gap := p.from - pos
+			if gap > pieceBytes || len(scratch)+gap > cap(scratch) || len(iov)+2 > maxIOV {
+				break
+			}
+			if gap > 0 {
+				iov, scratch = appendScratch(iov, scratch, gap)
+			}
+			iov = append(iov, p.dst)
+			pos, total = p.from+len(p.dst), total+gap+len(p.dst)
+		}
+		var n int
+		n, err = preadNoWait(fd, iov, base+int64(start))
+		sp.iov = iov[:0]
+		if n > 0 {
+			read += uint64(n)
+		}
+		if err == nil && n != total {
+			err = errShortNoWait
+		}
+	}
+	id, idOK = fstatID(fd)
+	if err == nil && idOK && id == want {
+		pieces, last := 0, -1
+		for _, p := range parts {
+			p0, p1 := pieceSpan(p.from, len(p.dst))
+			pieces += p1 - max(p0, last+1)
+			last = p1 - 1
+		}
+		c.st.readBytes.Add(read)
+		c.st.trustedPieces.Add(uint64(pieces))
+		return true, id, true
+	}
+	c.noteTrustMiss(err)
+	return false, id, idOK
+}
+
+// errShortNoWait: a RWF_NOWAIT read returned short (part of the range is
+// not in the page cache).
+var errShortNoWait = errors.New("short RWF_NOWAIT read")
+
+// noteTrustMiss counts a read that trust could not serve; a file system
+// that refuses RWF_NOWAIT turns trust off for the Cache (every trusted
+// read would fall back).
+func (c *Cache) noteTrustMiss(err error) {
+	c.st.trustFallbacks.Add(1)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		c.trustOff.Store(true)
+	}
+}
+
+// pieceSpan returns the pieces [p0, p1) that payload bytes [from, from+n)
+// overlap (n > 0).
+func pieceSpan(from, n int) (p0, p1 int) { return from / pieceBytes, (from+n-1)/pieceBytes + 1 }
+
+// trusting reports whether reads of this Cache may be served from trust.
+func (c *Cache) trusting() bool { return !c.opts.NoTrust && !c.trustOff.Load() }
+
+// readRange is readPieces for get: served from trust when it can be
+// (trustedRead), else read and checked, and then recorded as checked
+// when the entry had settled (trustSettle).
+func (c *Cache) readRange(e *openEntry, from int, dst []byte) string {
+	base := int64(e.h.hdrLen)
+	if len(dst) == 0 || !c.trusting() {
+		return readPieces(e.f, base, &e.h, from, dst, &c.st.readBytes)
+	}
+	t0 := trustNow()
+	served, id, ok := c.trustedRead(e, from, dst, t0)
+	if served {
+		return ""
+	}
+	if !ok {
+		id, ok = fstatID(int(e.f.Fd()))
+	}
+	why := readPieces(e.f, base, &e.h, from, dst, &c.st.readBytes)
+	if why == "" && ok && settled(t0, id) {
+		p0, p1 := pieceSpan(from, len(dst))
+		e.tr.record(id, len(e.h.crcs), p0, p1)
+	}
+	return why
+}
+
+// readPartsTrust is readParts for getParts, with readRange's use of trust.
+func (c *Cache) readPartsTrust(e *openEntry, parts []part) string {
+	base := int64(e.h.hdrLen)
+	if !c.trusting() {
+		return readParts(e.f, base, &e.h, parts, &c.st.readBytes)
+	}
+	t0 := trustNow()
+	served, id, ok := c.trustedParts(e, parts)
+	if served {
+		return ""
+	}
+	if !ok {
+		id, ok = fstatID(int(e.f.Fd()))
+	}
+	why := readParts(e.f, base, &e.h, parts, &c.st.readBytes)
+	if why == "" && ok && settled(t0, id) {
+		for _, p := range parts {
+			p0, p1 := pieceSpan(p.from, len(p.dst))
+			e.tr.record(id, len(e.h.crcs), p0, p1)
+		}
+	}
+	return why
+}
