@@ -53,6 +53,28 @@ const trustBlock = 16 * pieceBytes
 // checked (trustSettle).
 func settle() { time.Sleep(trustSettle + 50*time.Millisecond) }
 
+// trustedProcess is a second process (secondProcess, blocks of
+// trustBlock) reading with trust, once its entries have settled.
+func trustedProcess(t *testing.T, want []byte, etag string) (*objServer, *stack) {
+	t.Helper()
+	withTrust(t)
+	srv, s := secondProcess(t, want, etag, trustBlock)
+	settle()
+	return srv, s
+}
+
+// openObject opens the server's object through s, released at the end of
+// the test.
+func openObject(t *testing.T, srv *objServer, s *stack) *remote.Object {
+	t.Helper()
+	o, _, err := s.src.Open(srv.url(), files.TrustNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Release)
+	return o.(*remote.Object)
+}
+
 // changedAt is when the file p last changed (fileID.changed).
 func changedAt(t *testing.T, p string) time.Time {
 	t.Helper()
@@ -83,10 +105,8 @@ var trustCases = []trustCase{
 // piece it overlaps counted as trusted, nothing read twice from a piece
 // the range does not need, the bytes the object's.
 func TestTrustServesASecondReadUnchecked(t *testing.T) {
-	withTrust(t)
 	want := pattern(3*trustBlock+12345, 5)
-	srv, s := secondProcess(t, want, `"t"`, trustBlock)
-	settle()
+	srv, s := trustedProcess(t, want, `"t"`)
 	for _, c := range trustCases {
 		before := s.c.Stats()
 		for pass := 0; pass < 3; pass++ {
@@ -115,16 +135,9 @@ func TestTrustServesASecondReadUnchecked(t *testing.T) {
 // TestTrustReadSegs: ReadSegs serves a batch from trust the second time,
 // counting each piece its segs overlap once.
 func TestTrustReadSegs(t *testing.T) {
-	withTrust(t)
 	want := pattern(2*trustBlock, 6)
-	srv, s := secondProcess(t, want, `"ts"`, trustBlock)
-	settle()
-	o, _, err := s.src.Open(srv.url(), files.TrustNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Release()
-	ro := o.(*remote.Object)
+	srv, s := trustedProcess(t, want, `"ts"`)
+	ro := openObject(t, srv, s)
 	// Pieces 0; 1 (twice); 3-4 of block 0; 0 of block 1 (after a gap
 	// longer than a piece): 5.
 	spans := [][2]uint64{{1000, 5000}, {70000, 100}, {70200, 300}, {200000, 70000}, {trustBlock + 10, 20}}
@@ -170,10 +183,8 @@ func TestTrustReadSegs(t *testing.T) {
 // garbage, mtime and ctime move) is not served: the read falls back to a
 // checked one, which finds the entry corrupt, drops and refetches it.
 func TestTrustEndsWhenAnotherWriterChangesTheEntry(t *testing.T) {
-	withTrust(t)
 	want := pattern(3*trustBlock, 7)
-	srv, s := secondProcess(t, want, `"tw"`, trustBlock)
-	settle()
+	srv, s := trustedProcess(t, want, `"tw"`)
 	c := trustCases[0]
 	for range 2 {
 		if got := s.read(t, srv.url(), c.off, c.n); !bytes.Equal(got, want[c.off:c.off+c.n]) {
@@ -243,10 +254,8 @@ func TestTrustNeedsASettledEntry(t *testing.T) {
 // checked read makes it trusted again: the refresh costs one more check,
 // not every read after it.
 func TestTrustOwnTouch(t *testing.T) {
-	withTrust(t)
 	want := pattern(2*trustBlock, 9)
-	srv, s := secondProcess(t, want, `"to"`, trustBlock)
-	settle()
+	srv, s := trustedProcess(t, want, `"to"`)
 	c := trustCases[0]
 	k := s.keyOf(t, srv.url())
 	p := s.c.path(k.fileName(1))
@@ -284,10 +293,8 @@ func TestTrustOwnTouch(t *testing.T) {
 // the page cache (RWF_NOWAIT: EAGAIN or a short read) is read and checked
 // instead; the check trusts it again.
 func TestTrustNeedsThePageCache(t *testing.T) {
-	withTrust(t)
 	want := pattern(2*trustBlock, 10)
-	srv, s := secondProcess(t, want, `"tp"`, trustBlock)
-	settle()
+	srv, s := trustedProcess(t, want, `"tp"`)
 	c := trustCases[0]
 	check := func(what string, trusted, fallbacks uint64) {
 		t.Helper()
@@ -322,10 +329,8 @@ func TestTrustNeedsThePageCache(t *testing.T) {
 // from the page cache (fsync, POSIX_FADV_DONTNEED), where the file system
 // drops them (not tmpfs).
 func TestTrustDroppedPages(t *testing.T) {
-	withTrust(t)
 	want := pattern(2*trustBlock, 11)
-	srv, s := secondProcess(t, want, `"td"`, trustBlock)
-	settle()
+	srv, s := trustedProcess(t, want, `"td"`)
 	c := trustCases[0]
 	for range 2 {
 		s.read(t, srv.url(), c.off, c.n)
@@ -368,15 +373,9 @@ func resident(t *testing.T, p string, off int64, n int) bool {
 // the same entries, trusted and checked at once, all get the object's
 // bytes (run under -race).
 func TestTrustConcurrentReaders(t *testing.T) {
-	withTrust(t)
 	want := pattern(4*trustBlock, 12)
-	srv, s := secondProcess(t, want, `"tc"`, trustBlock)
-	settle()
-	o, _, err := s.src.Open(srv.url(), files.TrustNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Release()
+	srv, s := trustedProcess(t, want, `"tc"`)
+	o := openObject(t, srv, s)
 	const n, reads = 100000, 40
 	offs := func(g int) []uint64 {
 		var r []uint64
