@@ -43,7 +43,11 @@
 // checksum, by preadv2 RWF_NOWAIT of just the bytes asked for, when (1)
 // a fstat of the descriptor after that read shows the identity (inode,
 // size, mtime, ctime in nanoseconds) a fstat showed before the check, and
-// (2) every byte came from the page cache. Any write, truncate, utimensat,
+// (2) every byte came from the page cache: cachestat(2) finds every page
+// of the range cached before the read (RWF_NOWAIT alone is not enough:
+// it starts readahead and succeeds when a fast device completes it
+// within the call; on kernels without cachestat it is the only check).
+// Any write, truncate, utimensat,
 // unlink or rename of the file by any process moves its ctime, so (1)
 // fails after a change and the pieces are read and checked again; a check
 // counts only when it starts more than 100 ms after the file's last change
@@ -51,8 +55,8 @@
 // in ticks and a change in the tick of the one before could leave the
 // identity equal. (2) keeps the checksum's guard against the device:
 // pages read back from it after an eviction are checked again
-// (EAGAIN or a short read falls back to the checked read, which trusts
-// them anew). This process's own mtime refresh moves ctime too: the next
+// (a page not cached, EAGAIN or a short read falls back to the checked
+// read, which trusts them anew). This process's own mtime refresh moves ctime too: the next
 // read is checked, and trusted again from the first check 100 ms on
 // (Stats.TrustFallbacks counts those reads, Stats.TrustedPieces the
 // pieces served from trust). Known gaps, where bytes other than those

@@ -2,7 +2,9 @@ package diskcache
 
 import (
 	"errors"
+	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,10 +33,22 @@ var trustNow = time.Now
 // corruption found by a later read); the trust tests clear it.
 var testNoTrust bool
 
-// preadNoWait reads b at off of fd only from the page cache
-// (preadv2 RWF_NOWAIT): a page that would have to come from the device
-// makes it fail with EAGAIN or return short. Tests replace it.
+// preadNoWait reads iov at off of fd only from the page cache: a page
+// that would have to come from the device makes it fail (errNotResident,
+// EAGAIN) or return short. RWF_NOWAIT alone does not promise that: it
+// starts readahead for a missing page and succeeds when the device
+// finishes it within the call, which a virtio disk backed by the host's
+// page cache does (TestTrustDroppedPages saw it once in CI), so
+// cachestat(2) (Linux 6.5+) first checks that every page of the range is
+// cached. Without cachestat, RWF_NOWAIT is the check. Tests replace it.
 var preadNoWait = func(fd int, iov [][]byte, off int64) (int, error) {
+	n := 0
+	for _, b := range iov {
+		n += len(b)
+	}
+	if !allCached(fd, off, n) {
+		return 0, errNotResident
+	}
 	for {
 		n, err := unix.Preadv2(fd, iov, off, unix.RWF_NOWAIT)
 		if !errors.Is(err, syscall.EINTR) {
@@ -208,6 +222,35 @@ func (c *Cache) trustedParts(e *openEntry, parts []part) (served bool, id fileID
 // errShortNoWait: a RWF_NOWAIT read returned short (part of the range is
 // not in the page cache).
 var errShortNoWait = errors.New("short RWF_NOWAIT read")
+
+// errNotResident: cachestat found a page of the range not in the page
+// cache.
+var errNotResident = errors.New("range not all in the page cache")
+
+// noCachestat is set once cachestat(2) is found missing (ENOSYS: a
+// kernel before 6.5) or refused; RWF_NOWAIT is then the only check.
+var noCachestat atomic.Bool
+
+var pageBytes = uint64(os.Getpagesize())
+
+// allCached reports whether every page of [off, off+n) of fd is in the
+// page cache (true also when cachestat cannot tell: see noCachestat).
+func allCached(fd int, off int64, n int) bool {
+	if n <= 0 || noCachestat.Load() {
+		return true
+	}
+	first, last := uint64(off)/pageBytes, (uint64(off)+uint64(n)-1)/pageBytes
+	r := unix.CachestatRange{Off: first * pageBytes, Len: (last - first + 1) * pageBytes}
+	var cs unix.Cachestat_t
+	if err := unix.Cachestat(uint(fd), &r, &cs, 0); err != nil {
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPERM) {
+			noCachestat.Store(true)
+			return true
+		}
+		return false // EINTR, EBADF...: read it checked
+	}
+	return cs.Cache >= last-first+1
+}
 
 // noteTrustMiss counts a read that trust could not serve; a file system
 // that refuses RWF_NOWAIT turns trust off for the Cache (every trusted

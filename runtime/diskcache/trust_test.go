@@ -3,6 +3,7 @@ package diskcache
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -420,5 +421,53 @@ func TestTrustConcurrentReaders(t *testing.T) {
 	}
 	if d := s.c.Stats().TrustedPieces - before; d != pieces {
 		t.Fatalf("%d pieces trusted on the sequential pass, want %d", d, pieces)
+	}
+}
+
+// TestAllCached: cachestat tells a range whose pages were dropped from
+// one read back in, page by page (the check preadNoWait makes first).
+func TestAllCached(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	data := pattern(64*int(pageBytes), 13)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if !allCached(fd, 0, len(data)) {
+		t.Fatal("a file just written: not all cached")
+	}
+	dropPageCache(t, p)
+	if resident(t, p, 0, len(data)) {
+		t.Skip("the file system keeps the pages after POSIX_FADV_DONTNEED (tmpfs?)")
+	}
+	cached := allCached(fd, 0, len(data))
+	if noCachestat.Load() {
+		t.Skip("no cachestat(2) here (Linux < 6.5 or refused): RWF_NOWAIT is the only check")
+	}
+	if cached {
+		t.Fatal("dropped pages: all cached")
+	}
+	// One page read back (no readahead): a range of it alone is cached, one
+	// byte more is not.
+	if err := unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 10)
+	if _, err := f.ReadAt(b, int64(5*pageBytes)+7); err != nil {
+		t.Fatal(err)
+	}
+	if !allCached(fd, int64(5*pageBytes), int(pageBytes)) || !allCached(fd, int64(5*pageBytes)+100, 1) {
+		t.Fatal("the page read back: not cached")
+	}
+	if resident(t, p, int64(6*pageBytes), int(pageBytes)) {
+		t.Skip("readahead brought the next page in too")
+	}
+	if allCached(fd, int64(5*pageBytes), int(pageBytes)+1) {
+		t.Fatal("a range one byte into a dropped page: all cached")
 	}
 }
