@@ -47,8 +47,8 @@ package objects
 //   - "invalid offsets": data_offsets that is not two non-negative integers, or
 //     begin > end;
 //   - "range past end": end is past the end of the data section;
-//   - "unknown dtype": a dtype that is not one of the 22 of the spec;
-//   - "unsupported dtype": F4, F6_E2M3 and F6_E3M2 (sub-byte dtypes);
+//   - "unknown dtype": a dtype that is not one of the 22 of the spec (the
+//     packed sub-byte F4, F6_E2M3 and F6_E3M2 are among them);
 //   - "invalid shape": a dimension that is not an integer, or is negative;
 //   - "shape overflow": a dimension, the element count or the byte size does
 //     not fit in an int64 (multiplications are checked);

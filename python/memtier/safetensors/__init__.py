@@ -91,9 +91,9 @@ float8_e5m2 float8_e8m0fnu float8_e4m3fnuz float8_e5m2fnuz (numpy: ml_dtypes or
 uint8); F4 -> float4_e2m1fn_x2 with the last dimension halved (two values a
 byte; an odd last dimension is refused, as the reference does). F6_E2M3 and
 F6_E3M2 files open (keys, metadata, shapes) but their tensors are refused
-("Dtype not understood"), as the reference does. The library's parser does
-not take sub-byte dtypes yet; such files (and, with a library older than
-this package, headers that start with JSON whitespace) are parsed by
+("Dtype not understood"), as the reference does. The library's parser takes
+the sub-byte dtypes; with a library older than this package, files it refuses
+(sub-byte dtypes, headers that start with JSON whitespace) are parsed by
 :mod:`._header` and read by path with ``memtier_load_chunks``.
 
 Errors: a malformed file raises :class:`memtier.FormatError` (a ValueError and
