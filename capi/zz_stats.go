@@ -75,4 +75,6 @@ func statsToC(s *stats.Snapshot, st *C.memtier_stats_t) {
 	st.disk_cache_inline_writes = C.uint64_t(s.DiskCacheInlineWrites)
 	st.disk_cache_queue_waits = C.uint64_t(s.DiskCacheQueueWaits)
 	st.disk_cache_queue_drops = C.uint64_t(s.DiskCacheQueueDrops)
+	st.disk_cache_trusted_pieces = C.uint64_t(s.DiskCacheTrustedPieces)
+	st.disk_cache_trust_fallbacks = C.uint64_t(s.DiskCacheTrustFallbacks)
 }

@@ -1336,6 +1336,14 @@ typedef struct memtier_stats {
                                     /* (back-pressure; since after 0.3)       */
     uint64_t disk_cache_queue_drops; /* of those, blocks left uncached: no    */
                                     /* room or slot within the wait (2 s)     */
+    uint64_t disk_cache_trusted_pieces; /* 64 KiB pieces served without their */
+                                    /* checksum: this context checked them    */
+                                    /* earlier, the entry is unchanged and in */
+                                    /* the page cache (trust; since after     */
+                                    /* 0.3)                                   */
+    uint64_t disk_cache_trust_fallbacks; /* reads of trusted pieces that were */
+                                    /* checked instead: the entry changed or  */
+                                    /* a page was not in the page cache       */
 } memtier_stats_t;
 
 /* memtier_stats: fills the whole of *st (the layout above, never reading it

@@ -87,6 +87,8 @@
     C(disk_cache_corrupt_entries) \
     C(disk_cache_inline_writes) \
     C(disk_cache_queue_waits) \
-    C(disk_cache_queue_drops)
+    C(disk_cache_queue_drops) \
+    C(disk_cache_trusted_pieces) \
+    C(disk_cache_trust_fallbacks)
 
 #endif /* MT_GENERATED_H */

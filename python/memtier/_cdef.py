@@ -339,6 +339,8 @@ typedef struct memtier_stats {
     uint64_t disk_cache_inline_writes;
     uint64_t disk_cache_queue_waits;
     uint64_t disk_cache_queue_drops;
+    uint64_t disk_cache_trusted_pieces;
+    uint64_t disk_cache_trust_fallbacks;
 } memtier_stats_t;
 
 int memtier_stats(memtier_ctx_t* ctx, memtier_stats_t* st);

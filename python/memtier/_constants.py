@@ -243,6 +243,8 @@ STATS_FIELDS: Tuple[str, ...] = (
     "disk_cache_inline_writes",
     "disk_cache_queue_waits",
     "disk_cache_queue_drops",
+    "disk_cache_trusted_pieces",
+    "disk_cache_trust_fallbacks",
 )
 
 #: memtier_stats_t fields that describe state, not counters (memtier_stats_reset keeps them).

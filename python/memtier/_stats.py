@@ -105,6 +105,11 @@ class Stats:
             (back-pressure; since after 0.3)
         disk_cache_queue_drops: of those, blocks left uncached: no room or slot
             within the wait (2 s)
+        disk_cache_trusted_pieces: 64 KiB pieces served without their checksum:
+            this context checked them earlier, the entry is unchanged and in
+            the page cache (trust; since after 0.3)
+        disk_cache_trust_fallbacks: reads of trusted pieces that were checked
+            instead: the entry changed or a page was not in the page cache
     """
 
     #: Each field's meaning, from its comment in include/memtier.h, in field order.
@@ -171,6 +176,8 @@ class Stats:
         "disk_cache_inline_writes": "blocks a reader wrote itself (larger than the whole write-behind queue)",
         "disk_cache_queue_waits": "blocks whose reader waited for room in the write-behind queue, or for one of the write-through slots (back-pressure; since after 0.3)",
         "disk_cache_queue_drops": "of those, blocks left uncached: no room or slot within the wait (2 s)",
+        "disk_cache_trusted_pieces": "64 KiB pieces served without their checksum: this context checked them earlier, the entry is unchanged and in the page cache (trust; since after 0.3)",
+        "disk_cache_trust_fallbacks": "reads of trusted pieces that were checked instead: the entry changed or a page was not in the page cache",
     }
 
     requests: int
@@ -297,6 +304,10 @@ class Stats:
     """blocks whose reader waited for room in the write-behind queue, or for one of the write-through slots (back-pressure; since after 0.3)"""
     disk_cache_queue_drops: int
     """of those, blocks left uncached: no room or slot within the wait (2 s)"""
+    disk_cache_trusted_pieces: int
+    """64 KiB pieces served without their checksum: this context checked them earlier, the entry is unchanged and in the page cache (trust; since after 0.3)"""
+    disk_cache_trust_fallbacks: int
+    """reads of trusted pieces that were checked instead: the entry changed or a page was not in the page cache"""
 
     def as_dict(self) -> Dict[str, int]:
         """The counters as a plain dict."""

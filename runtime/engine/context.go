@@ -207,6 +207,7 @@ func (c *Context) tierTotals() stats.Tiers {
 		t.DiskCacheWrittenBytes, t.DiskCacheEvictedBytes = d.WrittenBytes, d.EvictedBytes
 		t.DiskCacheCorruptEntries, t.DiskCacheInlineWrites = d.CorruptEntries, d.InlineWrites
 		t.DiskCacheQueueWaits, t.DiskCacheQueueDrops = d.QueueWaits, d.QueueDrops
+		t.DiskCacheTrustedPieces, t.DiskCacheTrustFallbacks = d.TrustedPieces, d.TrustFallbacks
 	}
 	return t
 }

@@ -224,3 +224,34 @@ func TestRemoteRetryAndThrottleStats(t *testing.T) {
 		RemoteRequests: 4, RemoteBytes: n, RemoteRetries: 2, RemoteThrottles: 2,
 	})
 }
+
+// disk_cache_trusted_pieces: a context with the DRAM cache off reads an
+// object from settled disk-cache entries twice; the first read checks
+// every 64 KiB piece, the second serves each of them from trust (the
+// entries unchanged and in the page cache): 64 pieces for each of the two
+// full blocks, 17 for the last (1 MiB + 4321 bytes).
+func TestDiskCacheTrustStatsExact(t *testing.T) {
+	want := pfile(0, dsN)
+	url, _ := rangeServer(t, want)
+	dir := t.TempDir() + "/disk"
+	withDiskEnv(t, map[string]string{diskcache.EnvDir: dir, diskcache.EnvBytes: "64M"})
+	a := newCtx(t, nil)
+	readAll(t, a, url, want)
+	flushDisk(t, a)
+	// A check counts toward trust only when the entry's last change is
+	// older than 100 ms (diskcache trustSettle).
+	time.Sleep(150 * time.Millisecond)
+	b := newCtx(t, func(o *config.Options) { o.CacheEnabled = false })
+	readAll(t, b, url, want)
+	checkTiers(t, "first read, checked", b, stats.Tiers{
+		RemoteRequests: 1, RemoteBytes: dsHead,
+		DiskCacheHitBlocks: 3, DiskCacheHitBytes: dsN,
+	})
+	b.ResetStats()
+	readAll(t, b, url, want)
+	checkTiers(t, "second read, trusted", b, stats.Tiers{
+		RemoteRequests: 1, // the revalidation (304)
+		DiskCacheHitBlocks: 3, DiskCacheHitBytes: dsN,
+		DiskCacheTrustedPieces: 64 + 64 + 17,
+	})
+}

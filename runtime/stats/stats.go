@@ -111,6 +111,8 @@ type Tiers struct {
 	DiskCacheInlineWrites   uint64 // blocks written by their reader (larger than the whole write-behind queue)
 	DiskCacheQueueWaits     uint64 // blocks whose reader waited for room in the write-behind queue
 	DiskCacheQueueDrops     uint64 // of those, blocks left uncached (no room within the wait)
+	DiskCacheTrustedPieces  uint64 // pieces served without their checksum (checked earlier, unchanged, in the page cache)
+	DiskCacheTrustFallbacks uint64 // reads of trusted pieces checked instead (entry changed, page not cached)
 }
 
 // sub returns t - base field by field, 0 where a total is below its base
@@ -135,6 +137,8 @@ func (t Tiers) sub(base Tiers) Tiers {
 		DiskCacheInlineWrites:   d(t.DiskCacheInlineWrites, base.DiskCacheInlineWrites),
 		DiskCacheQueueWaits:     d(t.DiskCacheQueueWaits, base.DiskCacheQueueWaits),
 		DiskCacheQueueDrops:     d(t.DiskCacheQueueDrops, base.DiskCacheQueueDrops),
+		DiskCacheTrustedPieces:  d(t.DiskCacheTrustedPieces, base.DiskCacheTrustedPieces),
+		DiskCacheTrustFallbacks: d(t.DiskCacheTrustFallbacks, base.DiskCacheTrustFallbacks),
 	}
 }
 

@@ -111,7 +111,8 @@ ABI_CHECK(st_remote_requests, offsetof(memtier_stats_t, remote_requests) == 48 *
 ABI_CHECK(st_disk_cache_hit_blocks, offsetof(memtier_stats_t, disk_cache_hit_blocks) == 52 * 8);
 ABI_CHECK(st_disk_cache_inline_writes, offsetof(memtier_stats_t, disk_cache_inline_writes) == 59 * 8);
 ABI_CHECK(st_disk_cache_queue_waits, offsetof(memtier_stats_t, disk_cache_queue_waits) == 60 * 8);
-ABI_CHECK(st_size, sizeof(memtier_stats_t) == 62 * 8);
+ABI_CHECK(st_disk_cache_trusted_pieces, offsetof(memtier_stats_t, disk_cache_trusted_pieces) == 62 * 8);
+ABI_CHECK(st_size, sizeof(memtier_stats_t) == 64 * 8);
 
 int main(void) {
     const char* v = memtier_version();

@@ -86,10 +86,10 @@ int main(void) {
     /* A local file never reaches the remote or disk cache tiers (after 0.3). */
     {
         const size_t lo = offsetof(memtier_stats_t, remote_requests);
-        const size_t hi = offsetof(memtier_stats_t, disk_cache_queue_drops) + sizeof(uint64_t);
+        const size_t hi = offsetof(memtier_stats_t, disk_cache_trust_fallbacks) + sizeof(uint64_t);
         size_t off;
         SOFT_EQ(lo, 48 * sizeof(uint64_t), "(1) remote_requests follows the io_uring counters");
-        SOFT_EQ(hi, sizeof s, "(1) disk_cache_queue_drops is the last field");
+        SOFT_EQ(hi, sizeof s, "(1) disk_cache_trust_fallbacks is the last field");
         for (off = lo; off < hi; off += sizeof(uint64_t)) {
             uint64_t v;
             memcpy(&v, (const unsigned char*)&s + off, sizeof v);
