@@ -35,6 +35,13 @@ lazily by page faults, while the copy mode's parameters own their memory
 (read before the call returns), so only the second figure compares the same
 work.
 
+With ``memtier_copy`` in the run, each round also times the owned-memory floor
+in a fresh interpreter (FLOOR_CHILD: a new tensor of each of the checkpoint's
+payload sizes, one byte of every 4 KiB page written), the least any load into
+memory of its own does; the copy rows' notes give it as a ratio to the
+reference (the best those rows could show on this machine) and what the
+copy mode reaches of it.
+
 Every run hashes every parameter and buffer after the timing; the hashes of
 all runs must agree (bit-identical weights), and the patched runs must account
 for exactly the checkpoint's tensor bytes (MemTier's stats, plus
@@ -155,6 +162,60 @@ def generate(folder: str, size_mb: float, dtype_name: str, shard_mb: float) -> D
 ENV = {"reference": "0", "memtier": "1", "memtier_copy": "copy"}
 
 
+#: The floor of owned tensors (views=False): a fresh interpreter allocates a
+#: tensor of each payload size of the checkpoint and writes one byte of every
+#: 4 KiB page, the least a load into memory of its own must do. Where fresh
+#: memory is slow to fault in (a VM whose host reclaims freed guest pages),
+#: this alone can exceed the reference's time, whose weights are mmap views
+#: of pages already in the page cache.
+FLOOR_CHILD = textwrap.dedent("""
+    import json, sys, time
+    import torch
+    sizes = json.loads(sys.argv[1])
+    torch.empty(1)  # torch's allocator up before the clock
+    t = time.perf_counter()
+    keep = []
+    for n in sizes:
+        x = torch.empty(n, dtype=torch.uint8)
+        if n:
+            x[::4096] = 1
+        keep.append(x)
+    print(json.dumps({"s": time.perf_counter() - t}))
+""")
+
+
+def tensor_sizes(folder: str) -> List[int]:
+    """Payload bytes of every tensor of the .safetensors files of ``folder``."""
+    import struct
+
+    sizes = []
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".safetensors"):
+            with open(os.path.join(folder, f), "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(n))
+            sizes += [v["data_offsets"][1] - v["data_offsets"][0] for k, v in header.items() if k != "__metadata__"]
+    return sizes
+
+
+def run_floor(sizes: List[int]) -> float:
+    r = subprocess.run([sys.executable, "-c", FLOOR_CHILD, json.dumps(sizes)],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"owned-memory floor failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    return float(json.loads(r.stdout.strip().splitlines()[-1])["s"])
+
+
+def floor_note(floor: "float | None", ref: float, mine: float) -> str:
+    """The owned-memory floor in a row's note: its time, as a ratio to the
+    reference (the best the row could show) and what the load reaches of it."""
+    if not floor:
+        return ""
+    return (f"; owned-memory floor (new tensors of the checkpoint's sizes, one byte of every 4 KiB page "
+            f"written, fresh interpreter; median) {floor:.3f} s = {ref / floor:.2f}x the reference: "
+            f"views=False at {floor / mine:.2f}x of it")
+
+
 def run_child(method: str, folder: str, dtype_name: str) -> Dict[str, Any]:
     env = dict(os.environ, MEMTIER_PATCH_SAFETENSORS=ENV[method])
     r = subprocess.run([sys.executable, "-c", CHILD, method, folder, dtype_name],
@@ -207,6 +268,8 @@ def main() -> int:
         for p in paths:
             _peers.warm(p)
         runs: Dict[str, List[Dict[str, Any]]] = {m: [] for m in methods}
+        sizes = tensor_sizes(folder)
+        floors: List[float] = []
         for i in range(a.repeat):
             for method in methods:
                 _peers.log(f"bench_from_pretrained: {method} run {i + 1}/{a.repeat} ...")
@@ -214,6 +277,8 @@ def main() -> int:
                     for p in paths:
                         _peers.evict(p)
                 runs[method].append(run_child(method, folder, a.dtype))
+            if "memtier_copy" in methods:
+                floors.append(run_floor(sizes))
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -228,6 +293,7 @@ def main() -> int:
     med_ready = {m: statistics.median(r["s"] + r["touch_s"] for r in rs) for m, rs in runs.items()}
     pieces = {m: {k: statistics.median(r["pieces"][k] for r in rs) for k in rs[0]["pieces"]}
               for m, rs in runs.items() if rs and rs[0]["pieces"]}
+    floor = statistics.median(floors) if floors else None
     cache = "cold" if a.cold else "warm"
     where = f"{nbytes / MB:.0f} MB in {shape['files']} shard(s), {cache} page cache, medians of {a.repeat}"
     at = "; the patch on from import memtier (MEMTIER_PATCH_SAFETENSORS), outside the clock"
@@ -241,19 +307,21 @@ def main() -> int:
                   "target": 1.0, "baseline_label": "without the patch",
                   "memtier": med[m], "base": med["reference"], "ratio": med["reference"] / med[m],
                   "note": where + at + ("; the reference's weights are mmap views, not yet read"
-                                        if m == "memtier_copy" else "")},
+                                        if m == "memtier_copy" else "") + (floor_note(floor, med["reference"], med[m])
+                                                                         if m == "memtier_copy" else "")},
                  {"key": f"from_pretrained_{key}ready_{a.dtype}_{cache}", "available": True, "unit": "s",
                   "row": f"from_pretrained {nbytes / MB:.0f} MB {a.dtype} {cache} + first touch, {what} vs without",
                   "target": 1.0, "baseline_label": "without the patch",
                   "memtier": med_ready[m], "base": med_ready["reference"],
                   "ratio": med_ready["reference"] / med_ready[m],
-                  "note": where + at + "; from_pretrained + one byte of every 4 KiB page of every weight"}]
+                  "note": where + at + "; from_pretrained + one byte of every 4 KiB page of every weight"
+                  + (floor_note(floor, med_ready["reference"], med_ready[m]) if m == "memtier_copy" else "")}]
     out = {"benchmark": "bench_from_pretrained.py", "python": platform.python_version(),
            "cpus": os.cpu_count(), "transformers": transformers.__version__, "dtype": a.dtype,
            "page_cache": cache,
            "checkpoint_bytes": nbytes, "model": shape, "repeat": a.repeat,
            "ratio": "reference seconds / memtier seconds (above 1: the patch is faster)",
-           "runs": runs, "rows": rows, "pieces": pieces, "bit_identical": len(hashes) == 1,
+           "runs": runs, "rows": rows, "owned_memory_floor_s": floor, "pieces": pieces, "bit_identical": len(hashes) == 1,
            "loadavg": open("/proc/loadavg").read().split()[:3],
            "memtier_served_exact": served_ok, "verified": verified, "ok": verified}
     if a.json:
