@@ -71,7 +71,8 @@
  *
  * Memory: RSS is sampled around the memtier runs: peak RSS (VmHWM, reset before
  * the runs) minus RSS before them is MemTier's own footprint; and around the
- * memtier_cached context: RSS once it is made and filled minus RSS before. "rss_ok" when each is at most its context's cache budget + 64 MiB.
+ * memtier_cached context: RSS once it is made and filled minus RSS before.
+ * "rss_ok" when each is at most its context's cache budget + 64 MiB.
  *
  * Exit 0, 1 when a read failed or returned wrong bytes, 2 on a usage error.
  */

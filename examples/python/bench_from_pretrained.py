@@ -119,21 +119,6 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def payload_bytes(folder: str) -> int:
-    """Tensor bytes of every .safetensors file of ``folder`` (their headers' data_offsets)."""
-    import struct
-
-    total = 0
-    for f in os.listdir(folder):
-        if f.endswith(".safetensors"):
-            with open(os.path.join(folder, f), "rb") as fh:
-                (n,) = struct.unpack("<Q", fh.read(8))
-                header = json.loads(fh.read(n))
-            total += sum(v["data_offsets"][1] - v["data_offsets"][0]
-                         for k, v in header.items() if k != "__metadata__")
-    return total
-
-
 def generate(folder: str, size_mb: float, dtype_name: str, shard_mb: float) -> Dict[str, Any]:
     """Save a Llama-shaped model of about ``size_mb`` into ``folder``; returns its shape."""
     import torch
@@ -188,7 +173,8 @@ FLOOR_CHILD = textwrap.dedent("""
 
 
 def tensor_sizes(folder: str) -> List[int]:
-    """Payload bytes of every tensor of the .safetensors files of ``folder``."""
+    """Payload bytes of every tensor of the .safetensors files of ``folder``
+    (their headers' data_offsets); their sum is the checkpoint's tensor bytes."""
     import struct
 
     sizes = []
@@ -266,12 +252,12 @@ def main() -> int:
         _peers.require_disk(folder, a.size_mb * MB * 1.2, int(a.size_mb * MB), tmp)
         _peers.log(f"bench_from_pretrained: saving a ~{a.size_mb:.0f} MB {a.dtype} Llama model ...")
         shape = generate(folder, a.size_mb, a.dtype, a.shard_mb)
-        nbytes = payload_bytes(folder)
+        sizes = tensor_sizes(folder)
+        nbytes = sum(sizes)
         paths = [os.path.join(folder, f) for f in os.listdir(folder)]
         for p in paths:
             _peers.warm(p)
         runs: Dict[str, List[Dict[str, Any]]] = {m: [] for m in methods}
-        sizes = tensor_sizes(folder)
         floors: List[float] = []
         for i in range(a.repeat):
             for method in methods:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memtier/memtier/runtime/files"
 )
 
 // Trust (see the package doc's "Trust" paragraph): a piece this process
@@ -57,64 +59,56 @@ var preadNoWait = func(fd int, iov [][]byte, off int64) (int, error) {
 	}
 }
 
-// fileID is what fstat tells of an entry file's contents: any write,
-// truncate or timestamp change (a utimensat, our own mtime refresh
-// included) moves ctime, and an unlink or rename of the file does too.
-type fileID struct {
-	ino          uint64
-	size         int64
-	mtime, ctime int64 // ns since the epoch
-}
-
-// fstatID returns the identity of the file open as fd.
-func fstatID(fd int) (fileID, bool) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return fileID{}, false
+// fstatID returns the identity of the entry file open as fd (the DRAM
+// cache's files.Identity): any write, truncate or timestamp change (a
+// utimensat, our own mtime refresh included) moves its ctime, and an
+// unlink or rename of the file does too.
+func fstatID(fd int) (files.Identity, bool) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return files.Identity{}, false
 	}
-	return fileID{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
+	return files.IdentityOf(&st), true
 }
 
-// changed is when the file last changed: the later of ctime and mtime (a
-// utimensat may set mtime ahead of the clock; such a file is not trusted
-// until the clock passes it).
-func (id fileID) changed() time.Time { return time.Unix(0, max(id.mtime, id.ctime)) }
+// lastChange is when the file last changed: the later of ctime and mtime
+// (a utimensat may set mtime ahead of the clock; such a file is not
+// trusted until the clock passes it).
+func lastChange(id files.Identity) time.Time { return time.Unix(0, max(id.MtimeNs, id.CtimeNs)) }
 
 // trust is what this process checked of one held entry: the pieces read
 // and checked (bits) after a fstat showed id. Safe for concurrent use.
 type trust struct {
 	mu   sync.Mutex
-	id   fileID
+	id   files.Identity
 	bits []uint64 // piece i at bit i%64 of bits[i/64]; nil: none
 }
 
-// snapshot returns the identity under which every piece of each range
-// [p0, p1) of spans was checked, or false when one of them was not.
-// A read served from trust is taken after the snapshot and must be
-// followed by a fstat that still shows id: then no change came between
-// the checks' fstat and the read.
-func (t *trust) snapshot(spans func(yield func(p0, p1 int) bool)) (fileID, bool) {
+// snapshot returns the identity under which every piece each part
+// overlaps was checked, or false when one of them was not. A read served
+// from trust is taken after the snapshot and must be followed by a fstat
+// that still shows id: then no change came between the checks' fstat and
+// the read.
+func (t *trust) snapshot(parts []part) (files.Identity, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.bits == nil {
-		return fileID{}, false
+		return files.Identity{}, false
 	}
-	ok := true
-	spans(func(p0, p1 int) bool {
+	for _, pt := range parts {
+		p0, p1 := pieceSpan(pt.from, len(pt.dst))
 		for p := p0; p < p1; p++ {
 			if p/64 >= len(t.bits) || t.bits[p/64]&(1<<(p%64)) == 0 {
-				ok = false
-				return false
+				return files.Identity{}, false
 			}
 		}
-		return true
-	})
-	return t.id, ok
+	}
+	return t.id, true
 }
 
 // record marks the pieces [p0, p1) of an entry of n pieces checked after
 // a fstat showed id; pieces checked under another identity are forgotten.
-func (t *trust) record(id fileID, n, p0, p1 int) {
+func (t *trust) record(id files.Identity, n, p0, p1 int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.bits == nil || t.id != id {
@@ -128,46 +122,19 @@ func (t *trust) record(id fileID, n, p0, p1 int) {
 
 // settled reports whether a check that started at t0 after a fstat that
 // showed id counts toward trust (trustSettle).
-func settled(t0 time.Time, id fileID) bool { return t0.Sub(id.changed()) > trustSettle }
+func settled(t0 time.Time, id files.Identity) bool { return t0.Sub(lastChange(id)) > trustSettle }
 
-// trustedRead fills dst with payload bytes [from, from+len(dst)) of e
-// from trust: only when each piece they overlap was checked under the
-// identity a fstat shows after the read, and the page cache held every
-// byte. Otherwise it returns false with the identity of a fstat taken
-// after t0 (idOK false when there was none), for the checked read that
-// follows; dst may be partly written.
-func (c *Cache) trustedRead(e *openEntry, from int, dst []byte, t0 time.Time) (served bool, id fileID, idOK bool) {
-	p0, p1 := pieceSpan(from, len(dst))
-	want, ok := e.tr.snapshot(func(yield func(int, int) bool) { yield(p0, p1) })
+// trustedParts fills each part's dst with its payload bytes of e from
+// trust: only when each piece they overlap was checked under the identity
+// a fstat shows after the reads, and the page cache held every byte (one
+// preadv2 per run of parts, the gaps between parts closer than a piece
+// into scratch). Otherwise it returns false with the identity of that
+// fstat (idOK false when there was none), for the checked read that
+// follows; the dsts may be partly written.
+func (c *Cache) trustedParts(e *openEntry, parts []part) (served bool, id files.Identity, idOK bool) {
+	want, ok := e.tr.snapshot(parts)
 	if !ok {
-		return false, fileID{}, false
-	}
-	fd := int(e.f.Fd())
-	iov := [1][]byte{dst}
-	n, err := preadNoWait(fd, iov[:], int64(e.h.hdrLen)+int64(from))
-	id, idOK = fstatID(fd)
-	if err == nil && n == len(dst) && idOK && id == want {
-		c.st.readBytes.Add(uint64(n))
-		c.st.trustedPieces.Add(uint64(p1 - p0))
-		return true, id, true
-	}
-	c.noteTrustMiss(err)
-	return false, id, idOK
-}
-
-// trustedParts is trustedRead for the parts of getParts: every part's
-// bytes, the gaps between parts closer than a piece into scratch, one
-// preadv2 per run of parts.
-func (c *Cache) trustedParts(e *openEntry, parts []part) (served bool, id fileID, idOK bool) {
-	want, ok := e.tr.snapshot(func(yield func(int, int) bool) {
-		for _, p := range parts {
-			if !yield(pieceSpan(p.from, len(p.dst))) {
-				return
-			}
-		}
-	})
-	if !ok {
-		return false, fileID{}, false
+		return false, files.Identity{}, false
 	}
 	fd := int(e.f.Fd())
 	base := int64(e.h.hdrLen)
@@ -269,35 +236,29 @@ func pieceSpan(from, n int) (p0, p1 int) { return from / pieceBytes, (from+n-1)/
 // trusting reports whether reads of this Cache may be served from trust.
 func (c *Cache) trusting() bool { return !c.opts.NoTrust && !c.trustOff.Load() }
 
-// readRange is readPieces for get: served from trust when it can be
-// (trustedRead), else read and checked, and then recorded as checked
-// when the entry had settled (trustSettle).
+// readRange is readPieces for get, with readTrusting's use of trust.
 func (c *Cache) readRange(e *openEntry, from int, dst []byte) string {
-	base := int64(e.h.hdrLen)
-	if len(dst) == 0 || !c.trusting() {
-		return readPieces(e.f, base, &e.h, from, dst, &c.st.readBytes)
+	checked := func() string { return readPieces(e.f, int64(e.h.hdrLen), &e.h, from, dst, &c.st.readBytes) }
+	if len(dst) == 0 {
+		return checked()
 	}
-	t0 := trustNow()
-	served, id, ok := c.trustedRead(e, from, dst, t0)
-	if served {
-		return ""
-	}
-	if !ok {
-		id, ok = fstatID(int(e.f.Fd()))
-	}
-	why := readPieces(e.f, base, &e.h, from, dst, &c.st.readBytes)
-	if why == "" && ok && settled(t0, id) {
-		p0, p1 := pieceSpan(from, len(dst))
-		e.tr.record(id, len(e.h.crcs), p0, p1)
-	}
-	return why
+	parts := [1]part{{from: from, dst: dst}}
+	return c.readTrusting(e, parts[:], checked)
 }
 
-// readPartsTrust is readParts for getParts, with readRange's use of trust.
+// readPartsTrust is readParts for getParts, with readTrusting's use of trust.
 func (c *Cache) readPartsTrust(e *openEntry, parts []part) string {
-	base := int64(e.h.hdrLen)
+	return c.readTrusting(e, parts, func() string {
+		return readParts(e.f, int64(e.h.hdrLen), &e.h, parts, &c.st.readBytes)
+	})
+}
+
+// readTrusting serves parts of e from trust when it can (trustedParts),
+// else by checked (which reads and checks them), and then records their
+// pieces as checked when the entry had settled (trustSettle).
+func (c *Cache) readTrusting(e *openEntry, parts []part, checked func() string) string {
 	if !c.trusting() {
-		return readParts(e.f, base, &e.h, parts, &c.st.readBytes)
+		return checked()
 	}
 	t0 := trustNow()
 	served, id, ok := c.trustedParts(e, parts)
@@ -307,7 +268,7 @@ func (c *Cache) readPartsTrust(e *openEntry, parts []part) string {
 	if !ok {
 		id, ok = fstatID(int(e.f.Fd()))
 	}
-	why := readParts(e.f, base, &e.h, parts, &c.st.readBytes)
+	why := checked()
 	if why == "" && ok && settled(t0, id) {
 		for _, p := range parts {
 			p0, p1 := pieceSpan(p.from, len(p.dst))

@@ -76,7 +76,7 @@ func openObject(t *testing.T, srv *objServer, s *stack) *remote.Object {
 	return o.(*remote.Object)
 }
 
-// changedAt is when the file p last changed (fileID.changed).
+// changedAt is when the file p last changed (lastChange).
 func changedAt(t *testing.T, p string) time.Time {
 	t.Helper()
 	var st syscall.Stat_t

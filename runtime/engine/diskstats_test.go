@@ -250,7 +250,7 @@ func TestDiskCacheTrustStatsExact(t *testing.T) {
 	b.ResetStats()
 	readAll(t, b, url, want)
 	checkTiers(t, "second read, trusted", b, stats.Tiers{
-		RemoteRequests: 1, // the revalidation (304)
+		RemoteRequests:     1, // the revalidation (304)
 		DiskCacheHitBlocks: 3, DiskCacheHitBytes: dsN,
 		DiskCacheTrustedPieces: 64 + 64 + 17,
 	})

@@ -70,7 +70,9 @@ type Identity struct {
 	MtimeNs, CtimeNs int64
 }
 
-func identOf(st *unix.Stat_t) Identity {
+// IdentityOf is the Identity of the file an fstat or stat described.
+// Thread safe (it reads only st).
+func IdentityOf(st *unix.Stat_t) Identity {
 	return Identity{
 		Dev:     uint64(st.Dev),
 		Ino:     uint64(st.Ino),
@@ -387,7 +389,7 @@ func (t *Table) AcquireTrusting(path string, trust time.Duration) (f *File, stal
 	if err := checkType(path, st.Mode); err != nil {
 		return nil, 0, err
 	}
-	id := identOf(&st)
+	id := IdentityOf(&st)
 
 	t.mu.RLock()
 	if f := t.byPath[path]; f != nil && f.Ident == id && !t.closed {
@@ -474,7 +476,7 @@ func (t *Table) open(path string) (*File, uint64, error) {
 		unix.Close(fd)
 		return nil, 0, errs.FromErrno("open", path, -1, err)
 	}
-	id := identOf(&st)
+	id := IdentityOf(&st)
 	// The path may be a view of caller memory (capi passes C strings without
 	// copying them): the table keeps its own copy.
 	path = strings.Clone(path)
@@ -666,7 +668,7 @@ func (t *Table) acquireFast(path string, trust time.Duration) *File {
 		return nil
 	}
 	var st unix.Stat_t
-	if err := f.fstat(&st); err != nil || st.Nlink == 0 || identOf(&st) != f.Ident {
+	if err := f.fstat(&st); err != nil || st.Nlink == 0 || IdentityOf(&st) != f.Ident {
 		f.Release()
 		return nil
 	}
@@ -692,5 +694,5 @@ func VersionOf(path string) (uint64, error) {
 	if err := retryEINTR(func() error { return statPath(path, &st) }); err != nil {
 		return 0, errs.FromErrno("stat", path, -1, err)
 	}
-	return versionID(identOf(&st)), nil
+	return versionID(IdentityOf(&st)), nil
 }
