@@ -105,8 +105,7 @@ func (c *Cache) openEntry(name string, k *Key, idx uint64, blockLen int) (e *ope
 		return nil, false
 	}
 	e = &openEntry{f: f, ino: st.Ino, size: st.Size, h: h, touched: time.Unix(st.Mtim.Unix())}
-	c.fds.insert(name, e)
-	return e, true
+	return c.fds.insert(name, e), true
 }
 
 // readHeader reads and checks the header of the entry of block idx of k

@@ -64,10 +64,15 @@ func (t *fdTable) acquire(name string) *openEntry {
 }
 
 // insert adds e (with one reference, the caller's) as name, closing the
-// least recently used idle entries beyond the limit. When name is already
-// there (another reader opened it meanwhile), e is kept out of the table
-// and closed by its release.
-func (t *fdTable) insert(name string, e *openEntry) {
+// least recently used idle entries beyond the limit, and returns the
+// entry the caller reads. When another reader opened the same file (same
+// inode) meanwhile, that one is returned with a reference and e is
+// closed: one openEntry per file, so the pieces each reader checks add to
+// one trust (two, and the checks recorded in the loser were lost:
+// TestTrustConcurrentReaders saw it in CI). A different inode under name
+// (another process replaced the file) keeps e out of the table, closed by
+// its release.
+func (t *fdTable) insert(name string, e *openEntry) *openEntry {
 	limit, _ := files.Budget()
 	limit = max(1, min(maxOpen, limit/fdShare))
 	t.mu.Lock()
@@ -76,9 +81,16 @@ func (t *fdTable) insert(name string, e *openEntry) {
 	if t.m == nil {
 		t.m = make(map[string]*openEntry)
 	}
-	if _, ok := t.m[name]; ok {
+	if old, ok := t.m[name]; ok {
+		if old.ino == e.ino {
+			e.f.Close()
+			t.tick++
+			old.tick = t.tick
+			old.refs++
+			return old
+		}
 		e.gone = true
-		return
+		return e
 	}
 	for len(t.m) >= limit {
 		var old string
@@ -93,6 +105,7 @@ func (t *fdTable) insert(name string, e *openEntry) {
 	t.tick++
 	e.tick = t.tick
 	t.m[name] = e
+	return e
 }
 
 // release drops the caller's reference to e.

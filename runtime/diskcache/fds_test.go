@@ -3,6 +3,7 @@ package diskcache
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -123,4 +124,45 @@ func TestOpenEntriesUpToMaxOpen(t *testing.T) {
 	if hdr != 200*headerAlign {
 		t.Fatalf("%d header bytes read over two passes of 200 entries, want %d (one header each)", hdr, 200*headerAlign)
 	}
+}
+
+// TestRacingOpensShareEntry: two readers that open the same entry file at
+// once (both missed the table) end with one openEntry, so what each
+// checks adds to one trust; the second descriptor is closed. A file
+// another process renamed over the name (a new inode) stays out of the
+// table.
+func TestRacingOpensShareEntry(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "e")
+	if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := func(ino uint64) *openEntry {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &openEntry{f: f, ino: ino}
+	}
+	var tb fdTable
+	a, b := open(7), open(7)
+	if got := tb.insert("n", a); got != a {
+		t.Fatal("first insert: not its own entry")
+	}
+	if got := tb.insert("n", b); got != a || a.refs != 2 {
+		t.Fatalf("racing insert: got the table's entry %v, refs %d; want it, refs 2", got == a, a.refs)
+	}
+	if _, err := b.f.Stat(); err == nil {
+		t.Fatal("the losing descriptor is still open")
+	}
+	c := open(8)
+	if got := tb.insert("n", c); got != c || !c.gone || tb.held() != 1 {
+		t.Fatalf("new inode: got own %v, gone %v, held %d; want own, gone, 1", got == c, c.gone, tb.held())
+	}
+	tb.release(c)
+	if _, err := c.f.Stat(); err == nil {
+		t.Fatal("the replaced file's descriptor is open after its release")
+	}
+	tb.release(a)
+	tb.release(a)
+	tb.closeAll()
 }
