@@ -58,7 +58,12 @@ func mtgo_dataset_open(id C.uint64_t, dataPath, indexPath *C.char, dsOut *C.uint
 		if dataPath == nil || indexPath == nil {
 			return badArg("memtier_dataset_open", "data_path or index_path is NULL")
 		}
-		d, err := ctx.OpenDataset(goPath(dataPath), goPath(indexPath))
+		var d *engine.Dataset
+		dp, ip := goPath(dataPath), goPath(indexPath)
+		err := interruptible(uint64(id), anyURL(dp, ip), func() (err error) {
+			d, err = ctx.OpenDataset(dp, ip)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -74,7 +79,12 @@ func mtgo_dataset_open_tar(id C.uint64_t, path *C.char, dsOut *C.uint64_t) C.int
 		if path == nil {
 			return badArg("memtier_dataset_open_tar", "tar_path is NULL")
 		}
-		d, err := ctx.OpenTarDataset(goPath(path))
+		var d *engine.Dataset
+		p := goPath(path)
+		err := interruptible(uint64(id), anyURL(p), func() (err error) {
+			d, err = ctx.OpenTarDataset(p)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -140,7 +150,7 @@ func mtgo_dataset_read(dsid C.uint64_t, index C.uint64_t, dst unsafe.Pointer, ds
 			return errs.At(errs.InvalidArg, "memtier_dataset_read", h.d.Path, -1,
 				"dst_size %d is smaller than sample %d (%d bytes)", uint64(dstSize), uint64(index), size)
 		}
-		return h.d.Read(uint64(index), hostSlice(dst, size), int(target))
+		return interruptible(h.ctx, anyURL(h.d.Path), func() error { return h.d.Read(uint64(index), hostSlice(dst, size), int(target)) })
 	})
 }
 
@@ -168,7 +178,7 @@ func mtgo_dataset_read_batch(dsid C.uint64_t, indices *C.uint64_t, n C.size_t, d
 			}
 		}
 		res := make([]int64, n)
-		err := h.d.ReadBatch(idx, gd, res, int(target))
+		err := interruptible(h.ctx, anyURL(h.d.Path), func() error { return h.d.ReadBatch(idx, gd, res, int(target)) })
 		for k := range cr {
 			cr[k] = C.int64_t(res[k])
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/memtier/memtier/runtime/engine"
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/remote"
 )
 
 // hostSlice views caller memory as a byte slice. The GC never scans or moves
@@ -97,7 +98,10 @@ func mtgo_read(id C.uint64_t, path *C.char, off, size C.uint64_t, dst unsafe.Poi
 			return finish(ctx, err)
 		}
 	}
-	err = ctx.Read(viewPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
+	p := viewPath(path)
+	err = interruptible(uint64(id), anyURL(p), func() error {
+		return ctx.Read(p, uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target), uint32(flags))
+	})
 	return finish(ctx, err)
 }
 
@@ -140,7 +144,11 @@ func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t,
 			}
 		}
 	}
-	err = ctx.ReadV(v, int(target), uint32(flags))
+	rem := anyChecks() && anyURL(def)
+	for i := 0; !rem && anyChecks() && i < len(v); i++ {
+		rem = remote.IsURL(v[i].Path)
+	}
+	err = interruptible(uint64(id), rem, func() error { return ctx.ReadV(v, int(target), uint32(flags)) })
 	if low != nil {
 		// The call's status is still its lowest failed element's.
 		var first error
@@ -168,8 +176,11 @@ func mtgo_prefetch(id C.uint64_t, path *C.char, off, size C.uint64_t, flags C.ui
 		if path == nil {
 			return badArg("memtier_prefetch", "path is NULL")
 		}
-		_, err := ctx.Prefetch(goPath(path), uint64(off), uint64(size), uint32(flags))
-		return err
+		p := goPath(path)
+		return interruptible(uint64(id), anyURL(p), func() error {
+			_, err := ctx.Prefetch(p, uint64(off), uint64(size), uint32(flags))
+			return err
+		})
 	})
 }
 

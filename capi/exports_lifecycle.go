@@ -98,6 +98,7 @@ func mtgo_finalize(id C.uint64_t) (rc C.int) {
 	if err != nil {
 		return finish(nil, err)
 	}
+	forgetCheck(uint64(id))
 	return finish(nil, ctx.Close())
 }
 

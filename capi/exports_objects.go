@@ -27,7 +27,10 @@ func mtgo_load_tensor(id C.uint64_t, path *C.char, off, size C.uint64_t, dst uns
 		case uint64(size) > math.MaxInt64:
 			return badArg("memtier_load_tensor", "nbytes %d too large", uint64(size))
 		}
-		return ctx.LoadTensor(goPath(path), uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target))
+		p := goPath(path)
+		return interruptible(uint64(id), anyURL(p), func() error {
+			return ctx.LoadTensor(p, uint64(off), uint64(size), hostSlice(dst, uint64(size)), int(target))
+		})
 	})
 }
 
@@ -58,7 +61,8 @@ func mtgo_load_chunks(id C.uint64_t, path *C.char, chunks *C.memtier_chunk_t, n 
 		}
 		cv := unsafe.Slice(chunks, int(n))
 		v := goChunks(cv)
-		err := ctx.LoadChunks(goPath(path), v, int(target))
+		p := goPath(path)
+		err := interruptible(uint64(id), anyURL(p), func() error { return ctx.LoadChunks(p, v, int(target)) })
 		for i := range cv {
 			cv[i].result = C.int64_t(v[i].Result)
 		}

@@ -83,7 +83,12 @@ func mtgo_safetensors_open(id C.uint64_t, path *C.char, stOut *C.uint64_t) C.int
 		if path == nil {
 			return badArg("memtier_safetensors_open", "path is NULL")
 		}
-		f, err := ctx.OpenSafetensors(goPath(path))
+		var f *engine.SafetensorsFile
+		p := goPath(path)
+		err := interruptible(uint64(id), anyURL(p), func() (err error) {
+			f, err = ctx.OpenSafetensors(p)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -229,7 +234,7 @@ func mtgo_safetensors_load(sid C.uint64_t, index C.size_t, dst unsafe.Pointer, d
 			return errs.At(errs.InvalidArg, "memtier_safetensors_load", h.f.Path, -1,
 				"dst_size %d is smaller than tensor %q (%d bytes)", uint64(dstSize), t.Name, n)
 		}
-		return h.f.Load(i, hostSlice(dst, n), int(target))
+		return interruptible(h.ctx, anyURL(h.f.Path), func() error { return h.f.Load(i, hostSlice(dst, n), int(target)) })
 	})
 }
 
@@ -258,7 +263,7 @@ func mtgo_safetensors_load_all(sid C.uint64_t, dsts *unsafe.Pointer, results *C.
 			}
 		}
 		res := make([]int64, n)
-		err := h.f.LoadAll(gd, res, int(target))
+		err := interruptible(h.ctx, anyURL(h.f.Path), func() error { return h.f.LoadAll(gd, res, int(target)) })
 		if results != nil {
 			cr := unsafe.Slice(results, n)
 			for i := range cr {

@@ -267,6 +267,18 @@ int memtier_drop_cache(memtier_ctx_t* ctx, const char* path) {
     return mtgo_drop_cache(MT_ID(ctx), (char*)path);
 }
 
+int memtier_interrupt(memtier_ctx_t* ctx) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_interrupt: ctx is NULL");
+    return mtgo_interrupt(MT_ID(ctx));
+}
+
+int memtier_set_interrupt_check(memtier_ctx_t* ctx, memtier_interrupt_check_fn check, void* arg) {
+    MT_GUARD();
+    if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_set_interrupt_check: ctx is NULL");
+    return mtgo_set_interrupt_check(MT_ID(ctx), (void*)check, arg);
+}
+
 int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,
                     const void* dst, int target, uint32_t flags, memtier_decision_t* out) {
     return memtier_explain_sized(ctx, path, offset, size, dst, target, flags, out, sizeof(*out));

@@ -22,6 +22,7 @@ const char* memtier_strerror(int status) {
     case MEMTIER_ERR_FORKED: return "called in a forked child process";
     case MEMTIER_ERR_DIRECT_IO: return "O_DIRECT required but refused by the file system";
     case MEMTIER_ERR_NOT_REGULAR: return "not a regular file (device, FIFO, socket, procfs/sysfs)";
+    case MEMTIER_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown status";
 }

@@ -28,6 +28,7 @@ func _() {
 	_ = x[errs.Forked-(-14)]
 	_ = x[errs.DirectIO-(-15)]
 	_ = x[errs.NotRegular-(-16)]
+	_ = x[errs.Interrupted-(-17)]
 }
 
 // headerStatus is one memtier_status of the header.
@@ -56,4 +57,5 @@ var headerStatuses = []headerStatus{
 	{errs.Forked, "FORKED", "called in a forked child process"},
 	{errs.DirectIO, "DIRECT_IO", "O_DIRECT required but refused by the file system"},
 	{errs.NotRegular, "NOT_REGULAR", "not a regular file (device, FIFO, socket, procfs/sysfs)"},
+	{errs.Interrupted, "INTERRUPTED", "interrupted"},
 }

@@ -119,8 +119,11 @@ typedef enum memtier_status {
     MEMTIER_ERR_FORKED = -14,     /* "called in a forked child process": called in a     */
                                   /* child after fork()                                  */
     MEMTIER_ERR_DIRECT_IO = -15,  /* "O_DIRECT required but refused by the file system"  */
-    MEMTIER_ERR_NOT_REGULAR = -16 /* "not a regular file (device, FIFO, socket,          */
-                                  /* procfs/sysfs)": their sizes are not real            */
+    MEMTIER_ERR_NOT_REGULAR = -16, /* "not a regular file (device, FIFO, socket,         */
+                                   /* procfs/sysfs)": their sizes are not real           */
+    MEMTIER_ERR_INTERRUPTED = -17  /* "interrupted": memtier_interrupt, or the context's  */
+                                   /* interrupt check, stopped the call's remote         */
+                                   /* requests (see memtier_set_interrupt_check)         */
 } memtier_status;
 
 /* memtier_strerror: static English text of a status (the quoted text of its
@@ -639,6 +642,56 @@ MEMTIER_API int memtier_request_release(memtier_request_t* req);
  *   same time are served, from the cache or the file.
  * Since: 0.1. */
 MEMTIER_API int memtier_drop_cache(memtier_ctx_t* ctx, const char* path);
+
+/* ===================================================================== */
+/* Interrupting remote calls                                              */
+/* ===================================================================== */
+
+/* memtier_interrupt: stops every remote request (s3://, http://, https://) of
+ * ctx in flight when it is called, whichever call or thread started it: each
+ * call waiting on them returns MEMTIER_ERR_INTERRUPTED soon after (at once
+ * while it waits for response headers, a retry or a connection slot; at the
+ * next bytes while a body streams in). Calls started after it returns run
+ * normally. Local reads are not interrupted (they do not wait on a server).
+ * Bytes a failed call wrote into its destination are unspecified, as on any
+ * failure.
+ * Returns:
+ *   MEMTIER_OK (also when nothing was in flight)
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from any thread; not async-signal-safe (call it from
+ *   a thread, not from inside a signal handler).
+ * Since: 0.3. */
+MEMTIER_API int memtier_interrupt(memtier_ctx_t* ctx);
+
+/* An interrupt check (memtier_set_interrupt_check): returns nonzero to stop
+ * the call that invoked it. */
+typedef int (*memtier_interrupt_check_fn)(void* arg);
+
+/* memtier_set_interrupt_check: makes check(arg) the interrupt check of ctx
+ * (check NULL: none, the default). While a call of ctx on a URL (a path,
+ * or a safetensors or dataset handle opened on one) waits, the calling
+ * thread invokes check(arg) about every 50 ms; a nonzero result interrupts
+ * ctx (memtier_interrupt) and the call returns MEMTIER_ERR_INTERRUPTED
+ * (also when its work finished meanwhile). Such calls then run their work on a library
+ * thread while the caller's thread waits and checks; calls on local paths,
+ * and every call while no check is set, run as before. This is how an
+ * interpreter whose signal handlers run only on its main thread (Python's
+ * Ctrl-C) stops a read stalled on a server: the check runs on the thread
+ * that made the call.
+ * check must not call MemTier on ctx (it runs inside a call); it may run
+ * code of its own (acquire an interpreter lock, look at a flag).
+ * Returns:
+ *   MEMTIER_OK
+ *   MEMTIER_ERR_INVALID_ARG (NULL ctx)
+ *   MEMTIER_ERR_CLOSED (finalized or unknown ctx)
+ *   MEMTIER_ERR_FORKED (called in a forked child)
+ * Thread safety: safe from any thread; calls already running keep the check
+ *   they started with.
+ * Since: 0.3. */
+MEMTIER_API int memtier_set_interrupt_check(memtier_ctx_t* ctx, memtier_interrupt_check_fn check,
+                                            void* arg);
 
 /* The decision the path policy takes for a request (memtier_explain). */
 typedef struct memtier_decision {

@@ -21,7 +21,8 @@
     X(MEMTIER_ERR_INTERNAL) \
     X(MEMTIER_ERR_FORKED) \
     X(MEMTIER_ERR_DIRECT_IO) \
-    X(MEMTIER_ERR_NOT_REGULAR)
+    X(MEMTIER_ERR_NOT_REGULAR) \
+    X(MEMTIER_ERR_INTERRUPTED)
 
 /* Every memtier_stats_t field, in header order: C(name) for counters,
  * S(name) for state that memtier_stats_reset keeps. */

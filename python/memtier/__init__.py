@@ -53,7 +53,12 @@ Freshness
 
 Signals
     Ctrl-C is delivered between C calls; reads above :data:`CHUNK_BYTES` are
-    split so it lands within one piece.
+    split so it lands within one piece. A call on the main thread that waits
+    on a remote server (``s3://``, ``http(s)://``) takes it within about
+    50 ms: the library runs an interrupt check on the waiting thread, stops
+    the context's remote requests and the call raises ``KeyboardInterrupt``
+    (``memtier._interrupt``). :meth:`Context.interrupt` does the same from
+    another thread (the calls raise :class:`CallInterruptedError`).
 
 Errors (``memtier_status`` -> exception; all derive from :class:`MemTierError`
 with ``.code``, ``.name`` and ``.detail``):
@@ -74,6 +79,8 @@ INTERNAL                InternalError
 FORKED                  ForkError (RuntimeError)
 DIRECT_IO               DirectIOError
 NOT_REGULAR             NotRegularFileError (OSError)
+INTERRUPTED             CallInterruptedError (Context.interrupt from another
+                        thread); Ctrl-C raises KeyboardInterrupt instead
 ======================  ==================================================
 
 GPU
@@ -132,6 +139,7 @@ from ._errors import (
     ClosedError,
     DirectIOError,
     EndOfFileError,
+    CallInterruptedError,
     ForkError,
     FormatError,
     InternalError,

@@ -28,7 +28,8 @@ typedef enum memtier_status {
     MEMTIER_ERR_INTERNAL = -13,
     MEMTIER_ERR_FORKED = -14,
     MEMTIER_ERR_DIRECT_IO = -15,
-    MEMTIER_ERR_NOT_REGULAR = -16
+    MEMTIER_ERR_NOT_REGULAR = -16,
+    MEMTIER_ERR_INTERRUPTED = -17
 } memtier_status;
 
 const char* memtier_strerror(int status);
@@ -158,6 +159,13 @@ int memtier_request_test(memtier_request_t* req, uint64_t* nbytes_out);
 int memtier_request_release(memtier_request_t* req);
 
 int memtier_drop_cache(memtier_ctx_t* ctx, const char* path);
+
+int memtier_interrupt(memtier_ctx_t* ctx);
+
+typedef int (*memtier_interrupt_check_fn)(void* arg);
+
+int memtier_set_interrupt_check(memtier_ctx_t* ctx, memtier_interrupt_check_fn check,
+    void* arg);
 
 typedef struct memtier_decision {
     int32_t path;

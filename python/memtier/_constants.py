@@ -34,6 +34,7 @@ ERR_INTERNAL = -13
 ERR_FORKED = -14
 ERR_DIRECT_IO = -15
 ERR_NOT_REGULAR = -16
+ERR_INTERRUPTED = -17
 
 #: status value -> short name (the enumerator without ``MEMTIER_ERR_``).
 STATUS_NAMES: Dict[int, str] = {
@@ -54,6 +55,7 @@ STATUS_NAMES: Dict[int, str] = {
     -14: "FORKED",
     -15: "DIRECT_IO",
     -16: "NOT_REGULAR",
+    -17: "INTERRUPTED",
 }
 
 #: status value -> memtier_strerror text.
@@ -75,6 +77,7 @@ STATUS_TEXTS: Dict[int, str] = {
     -14: "called in a forked child process",
     -15: "O_DIRECT required but refused by the file system",
     -16: "not a regular file (device, FIFO, socket, procfs/sysfs)",
+    -17: "interrupted",
 }
 
 

@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from . import _buffers, _chunkio, _constants, _dtypes, _errors, _ffi, _fork, _pickling, _ranges
+from . import _buffers, _chunkio, _constants, _dtypes, _errors, _ffi, _fork, _interrupt, _pickling, _ranges
 from ._buffers import (  # noqa: F401  (re-exported: other modules import them from here)
     TARGET_CPU as TARGET_CPU,
     TARGET_CUDA as TARGET_CUDA,
@@ -311,8 +311,33 @@ class Context:
             # context's _fri set above is what it checks.
             fast.bind_context(Context, _READ_INTO_PY)
         self._fin = _fork.finalizer(self, lib.memtier_finalize, self._h, rt.pid)
+        # Ctrl-C while a call waits on a server (memtier._interrupt): the
+        # library invokes this check on the waiting thread. A library older
+        # than the package (MEMTIER_LIBRARY) lacks it: calls then take
+        # Ctrl-C between pieces only.
+        set_check = getattr(lib, "memtier_set_interrupt_check", None)
+        if set_check is not None:
+            _check(set_check(self._h, _interrupt.check_for(ffi), ffi.NULL), "memtier.Context")
 
     # -- lifecycle --------------------------------------------------------
+
+    def interrupt(self) -> None:
+        """Stop every remote request (``s3://``, ``http(s)://``) of this
+        context in flight now, from any thread: the calls waiting on them
+        raise :class:`CallInterruptedError` soon after (a stalled server
+        otherwise holds them for up to the remote timeouts). Calls made
+        afterwards run normally; local reads are not affected. Ctrl-C does
+        this by itself for a call on the main thread, which then raises
+        ``KeyboardInterrupt``.
+
+        Raises
+        ------
+        ClosedError
+            The context was closed.
+        ForkError
+            Called in a forked child.
+        """
+        _check(self._lib.memtier_interrupt(self._handle()), "memtier.Context.interrupt")
 
     def close(self) -> None:
         """Finalize the context (idempotent).

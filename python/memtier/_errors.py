@@ -23,6 +23,8 @@ import errno as _errno
 import os as _os
 from typing import Callable, Dict, Optional, Type
 
+from . import _interrupt
+
 # memtier_status values, names and memtier_strerror texts: generated from
 # include/memtier.h into _constants.py, and re-exported here by a block that
 # tools/mtgen writes too, so a new status needs no edit of this file.
@@ -36,6 +38,7 @@ from ._constants import (  # noqa: F401  (re-exported: other modules use _errors
     ERR_FORKED as ERR_FORKED,
     ERR_FORMAT as ERR_FORMAT,
     ERR_INTERNAL as ERR_INTERNAL,
+    ERR_INTERRUPTED as ERR_INTERRUPTED,
     ERR_INVALID_ARG as ERR_INVALID_ARG,
     ERR_IO as ERR_IO,
     ERR_IS_DIR as ERR_IS_DIR,
@@ -67,6 +70,7 @@ __all__ = [
     "ForkError",
     "DirectIOError",
     "NotRegularFileError",
+    "CallInterruptedError",
     "LibraryLoadError",
     "STATUS_NAMES",
 ]
@@ -219,6 +223,15 @@ class NotRegularFileError(MemTierError, OSError):
     code = ERR_NOT_REGULAR
 
 
+class CallInterruptedError(MemTierError):
+    """``MEMTIER_ERR_INTERRUPTED``: :meth:`memtier.Context.interrupt` (from
+    another thread) stopped the call's remote requests. A Ctrl-C that stops a
+    call waiting on a server raises ``KeyboardInterrupt`` instead (see
+    ``memtier._interrupt``)."""
+
+    code = ERR_INTERRUPTED
+
+
 class LibraryLoadError(ImportError, RuntimeError):
     """libmemtier.so could not be loaded (or has an incompatible major version).
 
@@ -243,6 +256,7 @@ STATUS_CLASSES: Dict[int, Type[MemTierError]] = {
     ERR_FORKED: ForkError,
     ERR_DIRECT_IO: DirectIOError,
     ERR_NOT_REGULAR: NotRegularFileError,
+    ERR_INTERRUPTED: CallInterruptedError,
 }
 
 _ERRNO = {
@@ -263,7 +277,15 @@ def make_error(
     index: Optional[int] = None,
     hint: str = "",
 ) -> MemTierError:
-    """Build (do not raise) the exception for a negative ``status``."""
+    """Build (do not raise) the exception for a negative ``status``.
+
+    ``MEMTIER_ERR_INTERRUPTED`` after a signal handler raised inside the
+    interrupt check (Ctrl-C: ``memtier._interrupt``) gives that exception,
+    a ``KeyboardInterrupt``, not a MemTier error."""
+    if status == ERR_INTERRUPTED:
+        pending = _interrupt.take_pending()
+        if pending is not None:
+            return pending  # type: ignore[return-value]
     cls = STATUS_CLASSES.get(status, MemTierError)
     name = STATUS_NAMES.get(status, f"STATUS_{status}")
     text = strerror if strerror is not None else _FALLBACK_TEXT.get(status, name.lower())

@@ -126,6 +126,29 @@ func (s *sources) dropRemote(name string) []uint64 {
 	return r.Drop(name)
 }
 
+// interrupt stops the remote requests in flight (remote.Client.Interrupt);
+// a no-op before the first URL.
+func (s *sources) interrupt() {
+	s.mu.Lock()
+	r := s.remote
+	s.mu.Unlock()
+	if r != nil {
+		r.Client().Interrupt()
+	}
+}
+
+// Interrupt stops every remote request of the context in flight when it is
+// called, whichever call or thread started it: each such call returns
+// errs.Interrupted soon after (at the next read of the response body, or
+// at once while it waits for headers, a retry or a connection slot).
+// Calls started afterwards run normally; local reads are not affected.
+// Safe for concurrent use.
+func (c *Context) Interrupt() {
+	if s, ok := c.src.(*sources); ok {
+		s.interrupt()
+	}
+}
+
 // remoteRunBytes is the longest run of cache blocks one remote fill reads
 // (plan.go planGap): the remote client's part size x parts in flight,
 // shared by IOThreads runs, and at least two cache blocks.

@@ -22,7 +22,8 @@ const (
 	Forked      Code = -14 // called in a forked child process
 	DirectIO    Code = -15 // O_DIRECT required but refused by the file system
 	NotRegular  Code = -16 // not a regular file (device, FIFO, socket, procfs/sysfs)
-	minCode     Code = -16
+	Interrupted Code = -17 // interrupted
+	minCode     Code = -17
 )
 
 // names holds each code's name without the MEMTIER_ERR_ prefix.
@@ -44,4 +45,5 @@ var names = map[Code]string{
 	Forked:      "FORKED",
 	DirectIO:    "DIRECT_IO",
 	NotRegular:  "NOT_REGULAR",
+	Interrupted: "INTERRUPTED",
 }

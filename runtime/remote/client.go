@@ -33,6 +33,7 @@ type Client struct {
 	transport *http.Transport // nil when Options.Transport replaced it
 	lim       *limiter
 	st        counters
+	intr      interrupter // Interrupt's generations (interrupt.go)
 }
 
 // counters are the Client's statistics (atomic).

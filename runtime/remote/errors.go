@@ -30,6 +30,8 @@ var (
 // a server that broke the range protocol).
 func codeFor(ae *attemptError) errs.Code {
 	switch {
+	case ae.canceled:
+		return errs.Interrupted
 	case ae.changed:
 		return errs.IO
 	case notFoundCodes[ae.code]:

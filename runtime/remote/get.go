@@ -58,6 +58,7 @@ type attemptError struct {
 	retry      bool   // worth another attempt
 	throttle   bool   // 503 or 429: lower the concurrency
 	changed    bool   // the object is not the version pinned (412, another ETag)
+	canceled   bool   // the request's context ended (Client.Interrupt): errs.Interrupted
 	retryAfter time.Duration
 	n          int // bytes written into dst before the failure (resumable)
 }
@@ -95,7 +96,7 @@ func (c *Client) getOnce(ctx context.Context, sp *getSpec) (getResult, *attemptE
 		ae := &attemptError{retry: true}
 		switch {
 		case ctx.Err() != nil:
-			ae.retry, ae.reason = false, "canceled"
+			ae.retry, ae.reason, ae.canceled = false, "interrupted", true
 		case stalled.Load():
 			ae.reason = "no response headers within " + wait.String()
 		default:
@@ -155,7 +156,7 @@ func (c *Client) getOnce(ctx context.Context, sp *getSpec) (getResult, *attemptE
 			ae := &attemptError{status: resp.StatusCode, retry: true, n: n}
 			switch {
 			case ctx.Err() != nil:
-				ae.retry, ae.reason = false, "canceled"
+				ae.retry, ae.reason, ae.canceled = false, "interrupted", true
 			case stalled.Load():
 				ae.reason = "body stalled: no bytes for " + wait.String() + " after " + strconv.Itoa(n) + " of " + strconv.Itoa(len(dst))
 			case rerr == io.EOF || errors.Is(rerr, io.ErrUnexpectedEOF):

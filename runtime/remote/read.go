@@ -115,8 +115,9 @@ func (c *Client) ReadObject(ctx context.Context, o *Object, dst []byte, off uint
 	}
 	wg.Wait()
 	if firstErr == nil && ctx.Err() != nil {
-		// The caller's ctx ended (ours is canceled only after a failure).
-		return errs.At(errs.IO, "remote read", o.loc.String(), int64(off), "canceled: %v", ctx.Err())
+		// The caller's ctx ended (ours is canceled only after a failure):
+		// Client.Interrupt.
+		return errs.At(errs.Interrupted, "remote read", o.loc.String(), int64(off), "interrupted before every part was read")
 	}
 	return firstErr
 }

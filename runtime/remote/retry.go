@@ -28,7 +28,7 @@ func (c *Client) fetch(ctx context.Context, op string, sp getSpec) (getResult, e
 	var learnt bool
 	for attempt := 1; ; attempt++ {
 		if err := c.lim.acquire(ctx); err != nil {
-			return getResult{}, c.fail(op, sp.loc, origFirst, origLast, &attemptError{reason: "canceled"}, attempt-1, time.Since(start))
+			return getResult{}, c.fail(op, sp.loc, origFirst, origLast, &attemptError{reason: "interrupted", canceled: true}, attempt-1, time.Since(start))
 		}
 		res, ae := c.getOnce(ctx, &sp)
 		switch {
@@ -75,7 +75,7 @@ func (c *Client) fetch(ctx context.Context, op string, sp getSpec) (getResult, e
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return getResult{}, c.fail(op, sp.loc, origFirst, origLast, &attemptError{reason: "canceled"}, attempt, time.Since(start))
+			return getResult{}, c.fail(op, sp.loc, origFirst, origLast, &attemptError{reason: "interrupted", canceled: true}, attempt, time.Since(start))
 		case <-t.C:
 		}
 	}

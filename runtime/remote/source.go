@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -79,7 +78,7 @@ func (s *Source) Open(name string, trust time.Duration) (source.Object, uint64, 
 	if e != nil {
 		old = e.obj
 	}
-	obj, err := s.c.open(context.Background(), name, loc, old)
+	obj, err := s.c.open(s.c.callContext(), name, loc, old)
 	if err != nil {
 		if old != nil && errs.CodeOf(err) == errs.NotFound {
 			// The object went away: forget it, and tell the caller its
@@ -182,7 +181,7 @@ func (s *Source) ReadAt(o source.Object, dst []byte, off uint64, path int) (int,
 	if !ok {
 		return 0, errs.New(errs.Internal, "remote read", "object %q is not from a remote.Source", o.Name())
 	}
-	if err := s.c.ReadObject(context.Background(), ro, dst, off); err != nil {
+	if err := s.c.ReadObject(s.c.callContext(), ro, dst, off); err != nil {
 		return 0, err
 	}
 	return source.PathBuffered, nil

@@ -24,6 +24,7 @@ int main(void) {
         (any_fn)memtier_prefetch_async,  (any_fn)memtier_read_async,
         (any_fn)memtier_request_wait,    (any_fn)memtier_request_test,
         (any_fn)memtier_request_release, (any_fn)memtier_drop_cache,
+        (any_fn)memtier_interrupt,       (any_fn)memtier_set_interrupt_check,
         (any_fn)memtier_explain,         (any_fn)memtier_path_name,
         (any_fn)memtier_stats,           (any_fn)memtier_stats_sized,
         (any_fn)memtier_stats_reset,     (any_fn)memtier_debug_hook,

@@ -573,6 +573,7 @@ EXPECTED_CLASSES = {
     "ERR_FORKED": (memtier.ForkError, RuntimeError),
     "ERR_DIRECT_IO": (memtier.DirectIOError, memtier.MemTierError),
     "ERR_NOT_REGULAR": (memtier.NotRegularFileError, OSError),
+    "ERR_INTERRUPTED": (memtier.CallInterruptedError, memtier.MemTierError),
 }
 
 

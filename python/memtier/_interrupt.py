@@ -1,0 +1,72 @@
+"""Ctrl-C for calls that wait on a remote server (s3://, http://, https://).
+
+Python runs signal handlers only on the main thread, between bytecodes: a
+``KeyboardInterrupt`` cannot reach a thread that waits inside a C call. So
+every :class:`memtier.Context` gives the library an interrupt check
+(``memtier_set_interrupt_check``): while a call on a URL waits, the library
+invokes it on the calling thread about every 50 ms. On the main thread the
+check's Python frame lets the interpreter run a pending signal handler; an
+exception the handler raises (``KeyboardInterrupt`` for Ctrl-C) is kept
+here and the check returns 1, which stops the context's remote requests, and
+the call returns ``MEMTIER_ERR_INTERRUPTED``. The error path
+(:func:`memtier._errors.make_error`) then raises the kept exception itself,
+so the caller sees the ``KeyboardInterrupt`` the user pressed, from the
+call that was waiting. On other threads the check returns 0: it runs no
+handler there.
+
+Thread safety: the kept exception is one slot (only the main thread runs
+signal handlers); :func:`take_pending` empties it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, List, Optional
+
+_pending: List[BaseException] = []
+_lock = threading.Lock()
+#: (ffi, callback) per loaded library: the callback must stay alive as long
+#: as the library may call it (every context of the process).
+_callbacks: dict = {}
+
+
+def _onerror(exc_type: Any, exc: Optional[BaseException], tb: Any) -> int:
+    # cffi calls this with the exception the check's frame raised (a signal
+    # handler's); 1 tells the library to stop the call.
+    if exc is None:
+        exc = exc_type()
+    with _lock:
+        _pending.append(exc.with_traceback(tb) if tb is not None else exc)
+    return 1
+
+
+def _check(arg: Any) -> int:
+    # A Python frame: entering it runs any pending signal handler (on the
+    # main thread), whose exception goes to _onerror.
+    return 0
+
+
+def check_for(ffi: Any) -> Any:
+    """The ``memtier_interrupt_check_fn`` callback of the library bound to
+    ``ffi`` (made once per ffi, kept alive here)."""
+    cb = _callbacks.get(id(ffi))
+    if cb is None or cb[0] is not ffi:
+        fn = ffi.callback("int(void*)", _check, onerror=_onerror)
+        _callbacks[id(ffi)] = cb = (ffi, fn)
+    return cb[1]
+
+
+def take_pending() -> Optional[BaseException]:
+    """The oldest exception a signal handler raised inside the check, or
+    None; it leaves the slot (later ones are dropped: one Ctrl-C is enough).
+    Only the main thread takes it: that is where handlers run, so its call
+    is the one whose check saw the exception; other threads' calls that the
+    same interrupt stopped get None (a CallInterruptedError)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    with _lock:
+        if not _pending:
+            return None
+        exc = _pending[0]
+        _pending.clear()
+        return exc
