@@ -34,7 +34,11 @@ func TestHitLastEntryPathReuse(t *testing.T) {
 		var served [2]uint64
 		ctxStats := [2]func() (uint64, uint64){}
 		for i := range ids {
-			id, c := newHitCtx(t, fresh, nil)
+			// A path recheck far above the test's run time: a strict hit
+			// gives a path resolved longer ago than the recheck back to Go,
+			// which the loaded CI machine's -race run took (the first read
+			// of a.bin, after six prefetches, once came to Go).
+			id, c := newHitCtx(t, fresh, func(o *config.Options) { o.PathRecheckMs = 60000 })
 			for _, p := range []string{pa, pb, plong} {
 				if _, err := c.Prefetch(p, 0, hitFile, 0); err != nil {
 					t.Fatal(err)

@@ -2,10 +2,46 @@ package main
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../include
+#include <stdint.h>
 #include "memtier.h"
 
-static int mt_call_interrupt_check(void* fn, void* arg) {
-    return ((memtier_interrupt_check_fn)fn)(arg);
+// The interrupt check of the call running on this thread (set by
+// mt_ic_enter, cleared by mt_ic_leave): only the thread that made a call
+// sees it, which is where the check must run. initial-exec TLS, as hit.c's:
+// the default model would make the library need ld-linux besides libc.
+#define MT_IC_TLS __thread __attribute__((tls_model("initial-exec")))
+static MT_IC_TLS void* mt_ic_fn;
+static MT_IC_TLS void* mt_ic_arg;
+static MT_IC_TLS uint64_t mt_ic_id;
+static MT_IC_TLS int mt_ic_stopped;
+
+static void mt_ic_enter(uint64_t id, void* fn, void* arg) {
+    mt_ic_id = id;
+    mt_ic_fn = fn;
+    mt_ic_arg = arg;
+    mt_ic_stopped = 0;
+}
+
+// Ends the call's mark; returns whether its check said stop.
+static int mt_ic_leave(void) {
+    int s = mt_ic_stopped;
+    mt_ic_fn = 0;
+    mt_ic_arg = 0;
+    mt_ic_id = 0;
+    mt_ic_stopped = 0;
+    return s;
+}
+
+// -1: no check on this thread; query: whether it said stop already (1) or
+// not (0); else runs the check (once it said stop, only reports it): 1
+// stop, 0 go on; *id is the call's context.
+static int mt_ic_poll(int query, uint64_t* id) {
+    if (mt_ic_fn == 0) return -1;
+    if (query) return mt_ic_stopped;
+    *id = mt_ic_id;
+    if (mt_ic_stopped) return 1;
+    if (((memtier_interrupt_check_fn)mt_ic_fn)(mt_ic_arg) != 0) mt_ic_stopped = 1;
+    return mt_ic_stopped;
 }
 */
 import "C"
@@ -13,18 +49,13 @@ import "C"
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/memtier/memtier/runtime/engine"
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/interrupt"
 	"github.com/memtier/memtier/runtime/remote"
 )
-
-// interruptPoll is how often a waiting call invokes the context's
-// interrupt check: Ctrl-C then stops a stalled remote read within about
-// this long, and an idle wait costs 20 checks a second.
-const interruptPoll = 50 * time.Millisecond
 
 // interruptCheck is a context's memtier_set_interrupt_check: a C function
 // pointer and its argument, both opaque here.
@@ -107,15 +138,13 @@ func anyURL(paths ...string) bool {
 }
 
 // interruptible runs fn, an engine call of context id that may wait on a
-// remote server (remote: its path, or its handle's, is a URL), so that the
-// context's interrupt check can stop it: fn runs on a goroutine of its own
-// (with the export's fault guard and panic recovery), while this
-// goroutine, which stays on the caller's C thread for the whole export
-// (cgo runs a call from C on that thread), invokes the check every
-// interruptPoll and interrupts the context when it returns nonzero; the
-// call then returns errs.Interrupted, even if fn finished meanwhile, so a
-// caller whose check said stop always hears it. Without a check, or for a
-// local call, fn runs here as before.
+// remote server (remote: its path, or its handle's, is a URL), with this
+// thread marked with the context's interrupt check (runtime/interrupt):
+// the remote requests fn blocks on then wait in interrupt.Wait, which runs
+// the check here, on the caller's thread (cgo keeps an export on it). When
+// the check said stop, the call returns errs.Interrupted, even if fn
+// finished meanwhile, so a caller whose check said stop always hears it.
+// Without a check, or for a local call, fn runs unmarked.
 func interruptible(id uint64, remote bool, fn func() error) error {
 	if !remote {
 		return fn()
@@ -124,41 +153,51 @@ func interruptible(id uint64, remote bool, fn func() error) error {
 	if !ok {
 		return fn()
 	}
-	done := make(chan error, 1)
-	go func() {
-		var err error
+	C.mt_ic_enter(C.uint64_t(id), chk.fn, chk.arg)
+	interrupt.Enter()
+	var err error
+	func() {
 		defer func() {
-			if p := recover(); p != nil {
-				err = errs.FromPanic("memtier", p)
+			interrupt.Leave()
+			if C.mt_ic_leave() != 0 {
+				err = stoppedErr(err)
 			}
-			done <- err
 		}()
-		defer guardFaults()()
 		err = fn()
 	}()
-	t := time.NewTicker(interruptPoll)
-	defer t.Stop()
-	stopped := false
-	for {
-		select {
-		case err := <-done:
-			switch {
-			case !stopped || errs.CodeOf(err) == errs.Interrupted:
-				return err
-			case err == nil:
-				return errs.New(errs.Interrupted, "memtier", "interrupted (the call had finished)")
-			default:
-				// A layer above the remote source (a format parse, a
-				// tier) reported the canceled request in words of its own.
-				return errs.New(errs.Interrupted, "memtier", "interrupted: %v", err)
-			}
-		case <-t.C:
-			if !stopped && C.mt_call_interrupt_check(chk.fn, chk.arg) != 0 {
-				stopped = true
-				if ctx, err := lookupContext(id); err == nil {
-					ctx.Interrupt()
-				}
-			}
-		}
+	return err
+}
+
+// stoppedErr is the error of a call whose check said stop and that ended
+// with err.
+func stoppedErr(err error) error {
+	switch {
+	case errs.CodeOf(err) == errs.Interrupted:
+		return err
+	case err == nil:
+		return errs.New(errs.Interrupted, "memtier", "interrupted (the call had finished)")
+	default:
+		// A layer above the remote source (a format parse, a tier)
+		// reported the canceled request in words of its own.
+		return errs.New(errs.Interrupted, "memtier", "interrupted: %v", err)
 	}
 }
+
+// pollCheck is the interrupt.Hook: the check of the call on this thread
+// (mt_ic_poll), interrupting its context when it says stop.
+func pollCheck(query bool) int {
+	q := C.int(0)
+	if query {
+		q = 1
+	}
+	var id C.uint64_t
+	r := int(C.mt_ic_poll(q, &id))
+	if r == 1 {
+		if ctx, err := lookupContext(uint64(id)); err == nil {
+			ctx.Interrupt()
+		}
+	}
+	return r
+}
+
+func init() { interrupt.SetHook(pollCheck) }

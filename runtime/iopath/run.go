@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/interrupt"
 )
 
 // helperTokens bounds helper goroutines across every Reader in the process.
@@ -101,7 +102,7 @@ func (r *Reader) Run(n, par int, fn func(i int) error) error {
 		}()
 	}
 	work(false)
-	helpers.Wait()
+	interrupt.WaitGroup(&helpers) // helpers may wait on a server: the caller's check runs meanwhile
 	return lowErr
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/interrupt"
 )
 
 // open sends Open's GET for loc (see Source.Open): a fresh one when old is
@@ -83,7 +84,9 @@ func (c *Client) ReadObject(ctx context.Context, o *Object, dst []byte, off uint
 		return err
 	}
 	if parts == 1 {
-		return one(ctx, 0)
+		var err error
+		interrupt.Do(func() { err = one(ctx, 0) })
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -113,7 +116,7 @@ func (c *Client) ReadObject(ctx context.Context, o *Object, dst []byte, off uint
 			}
 		}()
 	}
-	wg.Wait()
+	interrupt.WaitGroup(&wg) // the caller's interrupt check runs meanwhile
 	if firstErr == nil && ctx.Err() != nil {
 		// The caller's ctx ended (ours is canceled only after a failure):
 		// Client.Interrupt.

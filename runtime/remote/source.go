@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/interrupt"
 	"github.com/memtier/memtier/runtime/source"
 )
 
@@ -78,7 +79,8 @@ func (s *Source) Open(name string, trust time.Duration) (source.Object, uint64, 
 	if e != nil {
 		old = e.obj
 	}
-	obj, err := s.c.open(s.c.callContext(), name, loc, old)
+	var obj *Object
+	interrupt.Do(func() { obj, err = s.c.open(s.c.callContext(), name, loc, old) })
 	if err != nil {
 		if old != nil && errs.CodeOf(err) == errs.NotFound {
 			// The object went away: forget it, and tell the caller its

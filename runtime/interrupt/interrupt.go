@@ -1,0 +1,136 @@
+// Package interrupt lets a call that waits on a remote server be stopped by
+// its caller's interrupt check (memtier_set_interrupt_check), which must run
+// on the caller's own thread: Python runs signal handlers only on its main
+// thread, so Ctrl-C is seen only there.
+//
+// capi marks the thread of a call that has a check (the goroutine of a cgo
+// export stays on its C thread for the whole call, and no other goroutine
+// runs there meanwhile) and installs the Hook that runs the check. Code
+// that is about to block on the network asks Watched and, when it is true,
+// blocks in Wait instead, which runs the check about every Poll; a check
+// that says stop interrupts the call's context (the Hook does), so the
+// request returns errs.Interrupted and Wait returns. Other goroutines (a
+// read's parallel workers) see Watched false and block as before; they are
+// stopped by the same interrupt.
+package interrupt
+
+import (
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Poll is how often Wait runs the check: Ctrl-C stops a stalled remote
+// read within about this long, and a wait costs 20 checks a second.
+const Poll = 50 * time.Millisecond
+
+// Hook is capi's link to the calling thread's check. It returns -1 when
+// the thread has none. query true only asks: 1 when the check already said
+// stop in this call, else 0. query false runs the check (once it said
+// stop, it only reports that again) and interrupts the call's context when
+// it says stop: 1 stop, 0 go on.
+type Hook func(query bool) int
+
+var (
+	hook atomic.Pointer[Hook]
+	// marked counts the threads now inside a call with a check, so that
+	// Watched costs one atomic load when there is none (local reads, and
+	// every program that set no check).
+	marked atomic.Int64
+)
+
+// SetHook installs h (capi, at library load); nil removes it.
+func SetHook(h Hook) {
+	if h == nil {
+		hook.Store(nil)
+		return
+	}
+	hook.Store(&h)
+}
+
+// Enter and Leave bracket a call whose thread capi marked (they only
+// count, so that Watched is free while no call is marked).
+func Enter() { marked.Add(1) }
+
+// Leave ends what Enter began.
+func Leave() { marked.Add(-1) }
+
+// Watched reports whether the calling goroutine runs on a thread whose
+// call has an interrupt check, so that a wait here should be a Wait.
+func Watched() bool {
+	if marked.Load() == 0 {
+		return false
+	}
+	h := hook.Load()
+	return h != nil && (*h)(true) >= 0
+}
+
+// Wait blocks until done is closed, running the thread's check every Poll;
+// after a check said stop it only waits (the Hook interrupted the context,
+// which ends what done waits for).
+func Wait(done <-chan struct{}) {
+	h := hook.Load()
+	if h == nil {
+		<-done
+		return
+	}
+	if (*h)(true) == 1 {
+		// The call was stopped before this request began: interrupt it
+		// now (a request started after the interrupt runs otherwise).
+		(*h)(false)
+		<-done
+		return
+	}
+	t := time.NewTicker(Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			if (*h)(false) == 1 {
+				<-done
+				return
+			}
+		}
+	}
+}
+
+// Do runs fn, on a goroutine of its own when the caller is Watched (so
+// that the caller can Wait, running the check, while fn blocks), else
+// inline. fn's goroutine has the export's guards: a memory fault (a bad
+// destination) is a panic, and a panic is raised again in the caller,
+// where the export recovers it.
+func Do(fn func()) {
+	if !Watched() {
+		fn()
+		return
+	}
+	done := make(chan struct{})
+	var p any
+	go func() {
+		defer close(done)
+		defer func() { p = recover() }()
+		debug.SetPanicOnFault(true)
+		fn()
+	}()
+	Wait(done)
+	if p != nil {
+		panic(p)
+	}
+}
+
+// WaitGroup is wg.Wait, as a Wait when the caller is Watched.
+func WaitGroup(wg *sync.WaitGroup) {
+	if !Watched() {
+		wg.Wait()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	Wait(done)
+}
