@@ -34,6 +34,18 @@ ETAG = '"i1"'
 RETURNS_WITHIN_S = 15
 
 
+def _checkpoint() -> bytes:
+    """A safetensors file of one 8 MiB tensor: its header lies in the head
+    window of the first GET, its data beyond it."""
+    import numpy as np
+    from safetensors.numpy import save
+
+    return save({"w": np.arange(2 << 20, dtype=np.float32)})
+
+
+CKPT = _checkpoint()
+
+
 class _Handler(BaseHTTPRequestHandler):
     stalled = threading.Event()  # a stalled GET is being held
     release = threading.Event()  # teardown: let the held GETs go
@@ -45,15 +57,17 @@ class _Handler(BaseHTTPRequestHandler):
         rng = self.headers.get("Range", "bytes=0-")
         a, b = rng.removeprefix("bytes=").split("-")
         first, last = int(a), min(int(b or SIZE - 1), SIZE - 1)
-        if self.path == "/stall.bin" and first > 0:
+        obj = CKPT if self.path == "/model.safetensors" else DATA
+        last = min(last, len(obj) - 1)
+        if self.path in ("/stall.bin", "/model.safetensors") and first > 0:
             type(self).stalled.set()
             type(self).release.wait(120)
             return
-        body = DATA[first:last + 1]
+        body = obj[first:last + 1]
         self.send_response(206)
         self.send_header("ETag", ETAG)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Content-Range", f"bytes {first}-{last}/{SIZE}")
+        self.send_header("Content-Range", f"bytes {first}-{last}/{len(obj)}")
         self.end_headers()
         self.wfile.write(body)
 
@@ -74,12 +88,15 @@ def base():
 
 CHILD = textwrap.dedent("""
     import sys, time
-    import memtier
-    base = sys.argv[1]
+    import memtier, memtier.safetensors
+    base, what = sys.argv[1], sys.argv[2]
     ctx = memtier.Context()
     t0 = time.monotonic()
     try:
-        ctx.read(base + "/stall.bin", 0, %d)
+        if what == "read":
+            ctx.read(base + "/stall.bin", 0, %d)
+        else:
+            memtier.safetensors.load_file(base + "/model.safetensors", ctx=ctx)
         print("RETURNED")
     except KeyboardInterrupt:
         print("KEYBOARDINTERRUPT %%.3f" %% (time.monotonic() - t0))
@@ -89,9 +106,10 @@ CHILD = textwrap.dedent("""
 """ % SIZE)
 
 
-def test_ctrl_c_stops_a_stalled_remote_read(base):
+@pytest.mark.parametrize("what", ["read", "safetensors"])
+def test_ctrl_c_stops_a_stalled_remote_read(base, what):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    p = subprocess.Popen([sys.executable, "-c", CHILD, base], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-c", CHILD, base, what], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert _Handler.stalled.wait(30), "the child never reached the stalled part"
