@@ -2,6 +2,7 @@ package main
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../include
+#include <pthread.h>
 #include <stdint.h>
 #include "memtier.h"
 
@@ -15,11 +16,15 @@ static MT_IC_TLS void* mt_ic_arg;
 static MT_IC_TLS uint64_t mt_ic_id;
 static MT_IC_TLS int mt_ic_stopped;
 
-static void mt_ic_enter(uint64_t id, void* fn, void* arg) {
+// Marks this thread's call with the check, unless the check is for another
+// thread (thread: a pthread_self() value, 0 any); returns whether it did.
+static int mt_ic_enter(uint64_t id, void* fn, void* arg, uint64_t thread) {
+    if (thread != 0 && (uint64_t)pthread_self() != thread) return 0;
     mt_ic_id = id;
     mt_ic_fn = fn;
     mt_ic_arg = arg;
     mt_ic_stopped = 0;
+    return 1;
 }
 
 // Ends the call's mark; returns whether its check said stop.
@@ -58,9 +63,11 @@ import (
 )
 
 // interruptCheck is a context's memtier_set_interrupt_check: a C function
-// pointer and its argument, both opaque here.
+// pointer and its argument, both opaque here, and the thread whose calls
+// run it (a pthread_self() value; 0: every thread).
 type interruptCheck struct {
 	fn, arg unsafe.Pointer
+	thread  uint64
 }
 
 // checks holds the interrupt check of each context that set one, by id: a
@@ -120,9 +127,9 @@ func mtgo_interrupt(id C.uint64_t) C.int {
 }
 
 //export mtgo_set_interrupt_check
-func mtgo_set_interrupt_check(id C.uint64_t, fn, arg unsafe.Pointer) C.int {
+func mtgo_set_interrupt_check(id C.uint64_t, fn, arg unsafe.Pointer, thread C.uint64_t) C.int {
 	return call(id, func(ctx *engine.Context) error {
-		setCheck(uint64(id), interruptCheck{fn: fn, arg: arg})
+		setCheck(uint64(id), interruptCheck{fn: fn, arg: arg, thread: uint64(thread)})
 		return nil
 	})
 }
@@ -150,10 +157,9 @@ func interruptible(id uint64, remote bool, fn func() error) error {
 		return fn()
 	}
 	chk, ok := checkOf(id)
-	if !ok {
+	if !ok || C.mt_ic_enter(C.uint64_t(id), chk.fn, chk.arg, C.uint64_t(chk.thread)) == 0 {
 		return fn()
 	}
-	C.mt_ic_enter(C.uint64_t(id), chk.fn, chk.arg)
 	interrupt.Enter()
 	var err error
 	func() {

@@ -273,10 +273,11 @@ int memtier_interrupt(memtier_ctx_t* ctx) {
     return mtgo_interrupt(MT_ID(ctx));
 }
 
-int memtier_set_interrupt_check(memtier_ctx_t* ctx, memtier_interrupt_check_fn check, void* arg) {
+int memtier_set_interrupt_check(memtier_ctx_t* ctx, memtier_interrupt_check_fn check, void* arg,
+                                uint64_t thread) {
     MT_GUARD();
     if (ctx == NULL) return mt_fail(MEMTIER_ERR_INVALID_ARG, "memtier_set_interrupt_check: ctx is NULL");
-    return mtgo_set_interrupt_check(MT_ID(ctx), (void*)check, arg);
+    return mtgo_set_interrupt_check(MT_ID(ctx), (void*)check, arg, thread);
 }
 
 int memtier_explain(memtier_ctx_t* ctx, const char* path, uint64_t offset, uint64_t size,

@@ -357,8 +357,10 @@ MEMTIER_API int memtier_init(const memtier_config_t* cfg, memtier_ctx_t** ctx_ou
  * cache is freed and the context's safetensors and dataset handles are closed.
  * Its requests are freed too: a memtier_request_release of one afterwards
  * returns MEMTIER_ERR_CLOSED and does nothing. Later calls with ctx fail with
- * MEMTIER_ERR_CLOSED. Blocks until in-flight
- * I/O ends.
+ * MEMTIER_ERR_CLOSED. Remote requests in flight are interrupted first
+ * (memtier_interrupt: their calls fail with MEMTIER_ERR_INTERRUPTED, so a
+ * stalled server does not hold finalize for the remote timeouts); then it
+ * blocks until in-flight I/O ends.
  * Returns:
  *   MEMTIER_OK (also for finalize(NULL), a no-op)
  *   MEMTIER_ERR_CLOSED (a second finalize, or an unknown ctx)
@@ -670,17 +672,20 @@ MEMTIER_API int memtier_interrupt(memtier_ctx_t* ctx);
 typedef int (*memtier_interrupt_check_fn)(void* arg);
 
 /* memtier_set_interrupt_check: makes check(arg) the interrupt check of ctx
- * (check NULL: none, the default). While a call of ctx on a URL (a path,
- * or a safetensors or dataset handle opened on one) waits, the calling
- * thread invokes check(arg) about every 50 ms; a nonzero result interrupts
- * ctx (memtier_interrupt) and the call returns MEMTIER_ERR_INTERRUPTED
- * (also when its work finished meanwhile). Each request such a call waits
- * for runs on a library thread while the calling thread waits and checks
- * (about 60 ns more per call on a URL, nothing for local paths or while no
- * check is set). This is how an
+ * (check NULL: none, the default), for the calls made on thread (a
+ * pthread_self() value; 0: every thread). While such a call on a URL (a
+ * path, or a safetensors or dataset handle opened on one) waits on a server,
+ * its thread invokes check(arg) about every 50 ms; a nonzero result
+ * interrupts ctx (memtier_interrupt) and the call returns
+ * MEMTIER_ERR_INTERRUPTED (also when its work finished meanwhile). Each
+ * request such a call waits for runs on a library thread while the calling
+ * thread waits and checks (about 60 ns more per call on a URL, nothing for
+ * local paths, other threads, or while no check is set). This is how an
  * interpreter whose signal handlers run only on its main thread (Python's
  * Ctrl-C) stops a read stalled on a server: the check runs on the thread
- * that made the call.
+ * that made the call, and only there (Python passes its main thread: a
+ * check that entered the interpreter from a daemon thread during its
+ * shutdown would end that thread inside the library).
  * check must not call MemTier on ctx (it runs inside a call); it may run
  * code of its own (acquire an interpreter lock, look at a flag).
  * Returns:
@@ -692,7 +697,7 @@ typedef int (*memtier_interrupt_check_fn)(void* arg);
  *   they started with.
  * Since: 0.3. */
 MEMTIER_API int memtier_set_interrupt_check(memtier_ctx_t* ctx, memtier_interrupt_check_fn check,
-                                            void* arg);
+                                            void* arg, uint64_t thread);
 
 /* The decision the path policy takes for a request (memtier_explain). */
 typedef struct memtier_decision {

@@ -165,7 +165,7 @@ int memtier_interrupt(memtier_ctx_t* ctx);
 typedef int (*memtier_interrupt_check_fn)(void* arg);
 
 int memtier_set_interrupt_check(memtier_ctx_t* ctx, memtier_interrupt_check_fn check,
-    void* arg);
+    void* arg, uint64_t thread);
 
 typedef struct memtier_decision {
     int32_t path;

@@ -317,7 +317,8 @@ class Context:
         # Ctrl-C between pieces only.
         set_check = getattr(lib, "memtier_set_interrupt_check", None)
         if set_check is not None:
-            _check(set_check(self._h, _interrupt.check_for(ffi), ffi.NULL), "memtier.Context")
+            _check(set_check(self._h, _interrupt.check_for(ffi), ffi.NULL, _interrupt.main_thread_id()),
+                   "memtier.Context")
 
     # -- lifecycle --------------------------------------------------------
 

@@ -11,8 +11,8 @@ here and the check returns 1, which stops the context's remote requests, and
 the call returns ``MEMTIER_ERR_INTERRUPTED``. The error path
 (:func:`memtier._errors.make_error`) then raises the kept exception itself,
 so the caller sees the ``KeyboardInterrupt`` the user pressed, from the
-call that was waiting. On other threads the check returns 0: it runs no
-handler there.
+call that was waiting. The check is registered for the main thread only
+(:func:`main_thread_id`): other threads' calls never enter it.
 
 Thread safety: the kept exception is one slot (only the main thread runs
 signal handlers); :func:`take_pending` empties it.
@@ -54,6 +54,14 @@ def check_for(ffi: Any) -> Any:
         fn = ffi.callback("int(void*)", _check, onerror=_onerror)
         _callbacks[id(ffi)] = cb = (ffi, fn)
     return cb[1]
+
+
+def main_thread_id() -> int:
+    """The main thread's ``pthread_self()`` (``threading`` idents are that on
+    POSIX): the only thread whose calls run the check. Signal handlers run
+    nowhere else, and a daemon thread that entered the interpreter through
+    the check during its shutdown would be ended inside the library."""
+    return threading.main_thread().ident or 0
 
 
 def take_pending() -> Optional[BaseException]:

@@ -125,10 +125,16 @@ func (c *Context) enter() error {
 
 func (c *Context) exit() { c.mu.RUnlock() }
 
-// Close cancels queued async requests (they complete with errs.Closed), waits
+// Close cancels queued async requests (they complete with errs.Closed),
+// interrupts remote requests in flight (their calls fail with
+// errs.Interrupted), waits
 // for calls and requests in progress, then frees descriptors, cache memory and
 // bounce buffers. A second Close returns errs.Closed.
 func (c *Context) Close() error {
+	// Calls in flight hold c.mu (enter) until they return, and one that
+	// waits on a stalled server would hold Close for up to the remote
+	// timeouts: its remote requests fail with errs.Interrupted instead.
+	c.Interrupt()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -147,3 +147,45 @@ def test_interrupt_from_another_thread(base):
     with memtier.Context() as ctx:
         ctx.interrupt()  # nothing in flight: a no-op
         assert ctx.read(base + "/ok.bin", SIZE - 10, 10) == DATA[-10:]
+
+
+DAEMON_CHILD = textwrap.dedent("""
+    import sys, threading
+    import memtier
+    base = sys.argv[1]
+    ctx = memtier.Context()
+    def reader():
+        try:
+            ctx.read(base + "/stall.bin", 0, %d)
+        except BaseException as e:
+            print("READER", type(e).__name__)
+    threading.Thread(target=reader, daemon=True).start()
+    print("READY")
+    sys.stdin.readline()  # the parent saw the stalled GET: exit with the reader inside it
+""" % SIZE)
+
+
+def test_exit_with_a_daemon_thread_waiting_on_a_server(base):
+    """The interpreter exits while a daemon thread waits inside a remote read.
+    Finalizing the context (at exit) interrupts its remote requests, so the
+    exit does not wait out the remote timeouts (it took 60 s, the retry
+    budget, before memtier_finalize interrupted them); the check is
+    registered for the main thread only, so the daemon thread never enters
+    the interpreter from inside the library during shutdown. The process
+    exits 0; the reader, if it still runs Python code then, saw
+    CallInterruptedError."""
+    p = subprocess.Popen([sys.executable, "-c", DAEMON_CHILD, base], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "READY\n"
+        assert _Handler.stalled.wait(30), "the reader never reached the stalled part"
+        time.sleep(0.2)  # the reader's wait runs a few interrupt polls
+        t0 = time.monotonic()
+        out, err = p.communicate("\n", timeout=60)
+        waited = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, (p.returncode, err)
+    assert out in ("", "READER CallInterruptedError\n"), out
+    assert waited < RETURNS_WITHIN_S, waited
