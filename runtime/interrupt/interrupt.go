@@ -16,7 +16,6 @@ package interrupt
 
 import (
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -121,16 +120,50 @@ func Do(fn func()) {
 	}
 }
 
-// WaitGroup is wg.Wait, as a Wait when the caller is Watched.
-func WaitGroup(wg *sync.WaitGroup) {
-	if !Watched() {
-		wg.Wait()
+// Collect receives n values from ch, the completions of n helper
+// goroutines; when the caller is Watched it runs the check every Poll
+// meanwhile (a helper may wait on a server). No goroutine of its own: a
+// wait that ends before Poll costs what n plain receives cost.
+func Collect(ch <-chan struct{}, n int) {
+	if n <= 0 {
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
+	h := hook.Load()
+	if h == nil || !Watched() {
+		for range n {
+			<-ch
+		}
+		return
+	}
+	var t *time.Ticker
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
 	}()
-	Wait(done)
+	stopped := (*h)(true) == 1
+	for n > 0 {
+		select {
+		case <-ch:
+			n--
+			continue
+		default:
+		}
+		if stopped {
+			(*h)(false) // interrupt what started after the stop
+			for ; n > 0; n-- {
+				<-ch
+			}
+			return
+		}
+		if t == nil {
+			t = time.NewTicker(Poll)
+		}
+		select {
+		case <-ch:
+			n--
+		case <-t.C:
+			stopped = (*h)(false) == 1
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package interrupt
 
 import (
-	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -50,11 +49,28 @@ func TestDoStopsOnCheck(t *testing.T) {
 	if n := f.runs.Load(); n != 3 {
 		t.Errorf("check ran %d times, want 3 (it said stop at the third)", n)
 	}
-	// Stopped already: the next wait interrupts at once, without waiting a Poll.
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); <-f.stopped }()
-	WaitGroup(&wg)
+	// Stopped already: the next wait interrupts at once (one more run of
+	// the hook, no Poll waited), then collects its helpers.
+	ch := make(chan struct{}, 2)
+	for range 2 {
+		go func() { <-f.stopped; ch <- struct{}{} }()
+	}
+	Collect(ch, 2)
+}
+
+// TestCollectPolls: Collect of helpers that end only when the check says
+// stop runs the check every Poll until then, with no goroutine of its own.
+func TestCollectPolls(t *testing.T) {
+	f := install(t)
+	ch := make(chan struct{}, 3)
+	for range 3 {
+		go func() { <-f.stopped; ch <- struct{}{} }()
+	}
+	Collect(ch, 3)
+	if n := f.runs.Load(); n != 3 {
+		t.Errorf("check ran %d times, want 3", n)
+	}
+	Collect(ch, 0) // nothing to wait for
 }
 
 // TestDoPanicsInCaller: a panic in fn's goroutine is raised again in Do's

@@ -75,7 +75,8 @@ func (r *Reader) Run(n, par int, fn func(i int) error) error {
 		mu      sync.Mutex
 		lowest  = n
 		lowErr  error
-		helpers sync.WaitGroup
+		helpers = 0
+		done    = make(chan struct{}, max(par, 1))
 	)
 	work := func(helper bool) {
 		for !failed.Load() {
@@ -94,15 +95,15 @@ func (r *Reader) Run(n, par int, fn func(i int) error) error {
 		}
 	}
 	for h := min(max(par, 1), n) - 1; h > 0 && tryToken(); h-- {
-		helpers.Add(1)
+		helpers++
 		go func() {
-			defer helpers.Done()
+			defer func() { done <- struct{}{} }()
 			defer releaseToken()
 			work(true)
 		}()
 	}
 	work(false)
-	interrupt.WaitGroup(&helpers) // helpers may wait on a server: the caller's check runs meanwhile
+	interrupt.Collect(done, helpers) // helpers may wait on a server: the caller's check runs meanwhile
 	return lowErr
 }
 

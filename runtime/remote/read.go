@@ -95,13 +95,12 @@ func (c *Client) ReadObject(ctx context.Context, o *Object, dst []byte, off uint
 		next     atomic.Uint64
 		once     sync.Once
 		firstErr error
-		wg       sync.WaitGroup
 	)
 	workers := min(parts, uint64(c.opts.MaxConcurrency))
+	done := make(chan struct{}, workers)
 	for range workers {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer func() { done <- struct{}{} }()
 			for {
 				i := next.Add(1) - 1
 				if i >= parts || ctx.Err() != nil {
@@ -116,7 +115,7 @@ func (c *Client) ReadObject(ctx context.Context, o *Object, dst []byte, off uint
 			}
 		}()
 	}
-	interrupt.WaitGroup(&wg) // the caller's interrupt check runs meanwhile
+	interrupt.Collect(done, int(workers)) // the caller's interrupt check runs meanwhile
 	if firstErr == nil && ctx.Err() != nil {
 		// The caller's ctx ended (ours is canceled only after a failure):
 		// Client.Interrupt.
