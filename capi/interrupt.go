@@ -147,8 +147,9 @@ func anyURL(paths ...string) bool {
 // interruptible runs fn, an engine call of context id that may wait on a
 // remote server (remote: its path, or its handle's, is a URL), with this
 // thread marked with the context's interrupt check (runtime/interrupt):
-// the remote requests fn blocks on then wait in interrupt.Wait, which runs
-// the check here, on the caller's thread (cgo keeps an export on it). When
+// the remote requests fn blocks on then wait in interrupt.Do or Collect,
+// which run the check here, on the caller's thread (cgo keeps an export on
+// it). When
 // the check said stop, the call returns errs.Interrupted, even if fn
 // finished meanwhile, so a caller whose check said stop always hears it.
 // Without a check, or for a local call, fn runs unmarked.

@@ -6,10 +6,11 @@
 // capi marks the thread of a call that has a check (the goroutine of a cgo
 // export stays on its C thread for the whole call, and no other goroutine
 // runs there meanwhile) and installs the Hook that runs the check. Code
-// that is about to block on the network asks Watched and, when it is true,
-// blocks in Wait instead, which runs the check about every Poll; a check
-// that says stop interrupts the call's context (the Hook does), so the
-// request returns errs.Interrupted and Wait returns. Other goroutines (a
+// that is about to block on the network runs it with Do, or collects its
+// helpers with Collect, which on a Watched thread run the check about
+// every Poll while they wait; a check that says stop interrupts the call's
+// context (the Hook does), so the request returns errs.Interrupted and the
+// wait ends. Other goroutines (a
 // read's parallel workers) see Watched false and block as before; they are
 // stopped by the same interrupt.
 package interrupt
@@ -20,7 +21,7 @@ import (
 	"time"
 )
 
-// Poll is how often Wait runs the check: Ctrl-C stops a stalled remote
+// Poll is how often a wait runs the check: Ctrl-C stops a stalled remote
 // read within about this long, and a wait costs 20 checks a second.
 const Poll = 50 * time.Millisecond
 
@@ -56,7 +57,7 @@ func Enter() { marked.Add(1) }
 func Leave() { marked.Add(-1) }
 
 // Watched reports whether the calling goroutine runs on a thread whose
-// call has an interrupt check, so that a wait here should be a Wait.
+// call has an interrupt check, so that a wait here should run it.
 func Watched() bool {
 	if marked.Load() == 0 {
 		return false
@@ -65,39 +66,8 @@ func Watched() bool {
 	return h != nil && (*h)(true) >= 0
 }
 
-// Wait blocks until done is closed, running the thread's check every Poll;
-// after a check said stop it only waits (the Hook interrupted the context,
-// which ends what done waits for).
-func Wait(done <-chan struct{}) {
-	h := hook.Load()
-	if h == nil {
-		<-done
-		return
-	}
-	if (*h)(true) == 1 {
-		// The call was stopped before this request began: interrupt it
-		// now (a request started after the interrupt runs otherwise).
-		(*h)(false)
-		<-done
-		return
-	}
-	t := time.NewTicker(Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			if (*h)(false) == 1 {
-				<-done
-				return
-			}
-		}
-	}
-}
-
 // Do runs fn, on a goroutine of its own when the caller is Watched (so
-// that the caller can Wait, running the check, while fn blocks), else
+// that the caller can Collect it, running the check, while fn blocks), else
 // inline. fn's goroutine has the export's guards: a memory fault (a bad
 // destination) is a panic, and a panic is raised again in the caller,
 // where the export recovers it.
@@ -106,15 +76,15 @@ func Do(fn func()) {
 		fn()
 		return
 	}
-	done := make(chan struct{})
+	done := make(chan struct{}, 1)
 	var p any
 	go func() {
-		defer close(done)
+		defer func() { done <- struct{}{} }()
 		defer func() { p = recover() }()
 		debug.SetPanicOnFault(true)
 		fn()
 	}()
-	Wait(done)
+	Collect(done, 1)
 	if p != nil {
 		panic(p)
 	}

@@ -7,7 +7,7 @@ import (
 
 // fakeHook stands in for capi's: the "thread" has a check that says stop at
 // its third run, whose stop closes stopped (as the context's interrupt ends
-// the requests a Wait waits for).
+// the requests a wait waits for).
 type fakeHook struct {
 	runs    atomic.Int32
 	said    atomic.Bool
