@@ -200,7 +200,12 @@ func mtgo_explain(id C.uint64_t, path *C.char, off, size C.uint64_t, dstAligned 
 	if path == nil {
 		return invalid(ctx, "memtier_explain", "path is NULL")
 	}
-	ex, err := ctx.Explain(goPath(path), uint64(off), uint64(size), dstAligned != 0, int(target), uint32(flags))
+	p := goPath(path)
+	var ex engine.Explanation
+	err = interruptible(uint64(id), anyURL(p), func() (err error) {
+		ex, err = ctx.Explain(p, uint64(off), uint64(size), dstAligned != 0, int(target), uint32(flags))
+		return err
+	})
 	if err != nil && ex.Reason == "" {
 		return finish(ctx, err)
 	}

@@ -19,7 +19,7 @@ from . import _errors, _ffi, _fork, _pickling
 from ._buffers import TARGET_CPU, TARGET_CUDA, _dest, _is_torch_tensor
 from ._errors import make_error
 from ._options import CHUNK_BYTES
-from ._paths import PathType, _cpath, _fname
+from ._paths import PathType, _cpath, _fname, _is_url
 from ._ranges import _ranges_array
 
 __all__ = ["ChunkStream", "load", "stream"]
@@ -320,11 +320,18 @@ class ChunkStream:
             _fork.check(self._pid)
             lib = self._ctx._lib
             idx = self._idx
-            while True:
-                rc = lib.memtier_request_next(req, _NEXT_SLICE_NS, idx)
-                if rc == _errors.ERR_TIMEOUT:
-                    continue  # a Python signal handler may run here (Ctrl-C)
-                break
+            try:
+                while True:
+                    rc = lib.memtier_request_next(req, _NEXT_SLICE_NS, idx)
+                    if rc == _errors.ERR_TIMEOUT:
+                        continue  # a Python signal handler may run here (Ctrl-C)
+                    break
+            except KeyboardInterrupt:
+                # Stop the stream's remote GETs too, or closing it waits
+                # for a stalled server (the remote timeouts).
+                if _is_url(self._path):
+                    self._ctx.interrupt()
+                raise
             if rc == _errors.ERR_EOF:
                 self.close()
                 raise StopIteration

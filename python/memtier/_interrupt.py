@@ -36,7 +36,9 @@ def _onerror(exc_type: Any, exc: Optional[BaseException], tb: Any) -> int:
     if exc is None:
         exc = exc_type()
     with _lock:
-        _pending.append(exc.with_traceback(tb) if tb is not None else exc)
+        # No traceback: the one it has ends in _check's "return 0", which
+        # says nothing; raised again by the call that waited, it shows that.
+        _pending.append(exc.with_traceback(None))
     return 1
 
 

@@ -10,6 +10,7 @@ from . import _errors, _ffi, _fork, _pickling
 from ._constants import TARGET_CPU, TARGET_CUDA
 from ._cuda import _unsupported_cuda
 from ._errors import make_error
+from ._paths import _is_url
 
 class Request:
     """An asynchronous read or prefetch (:meth:`Context.read_async`,
@@ -116,6 +117,20 @@ class Request:
             return self._outcome()
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         nb = self._ffi.new("uint64_t *")
+        lib = self._lib
+        try:
+            return self._wait_slices(h, deadline, timeout, nb)
+        except KeyboardInterrupt:
+            # Ctrl-C between two slices: stop the request's remote GETs too,
+            # or releasing it waits for a stalled server (the remote timeouts).
+            if _is_url(self._path):
+                try:
+                    self._ctx.interrupt()
+                except Exception:
+                    pass
+            raise
+
+    def _wait_slices(self, h: Any, deadline: Optional[float], timeout: Optional[float], nb: Any) -> int:
         lib = self._lib
         while True:
             if deadline is None:

@@ -347,8 +347,15 @@ class TarShardDataset(_samples._PerProcess[_ProcState], _Base):  # type: ignore[
                    for _ in range(min(len(todo), _OPEN_THREADS))]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except KeyboardInterrupt:
+            # Ctrl-C lands in join; the openers wait inside the library on
+            # their shards' servers: stop those GETs, or the exit waits for
+            # the remote timeouts.
+            st.ctx.interrupt()
+            raise
         with st.lock:
             for s, sh in opened.items():
                 st.shards.setdefault(s, sh)

@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"sync"
 	"syscall"
 
 	"github.com/memtier/memtier/gpu"
 	"github.com/memtier/memtier/runtime/errs"
+	"github.com/memtier/memtier/runtime/interrupt"
 	"github.com/memtier/memtier/runtime/policy"
 	"github.com/memtier/memtier/runtime/remote"
 	"github.com/memtier/memtier/runtime/source"
@@ -98,14 +100,16 @@ func (c *Context) ReadV(v []IOVec, target int, flags uint32) error {
 	}
 	waitRemote := func() {}
 	if len(remoteIdx) > 0 {
-		done := make(chan struct{})
+		done := make(chan struct{}, 1)
 		go func() {
-			defer close(done)
+			defer func() { done <- struct{}{} }()
 			c.readvRemote(v, remoteIdx, flags, fail)
 		}()
 		// Also on a panic out of the local passes: ReadV must not return
-		// while the goroutine still writes into the caller's elements.
-		waitRemote = func() { <-done }
+		// while the goroutine still writes into the caller's elements. The
+		// caller's interrupt check runs while it waits (interrupt.Collect).
+		var once sync.Once
+		waitRemote = func() { once.Do(func() { interrupt.Collect(done, 1) }) }
 		defer waitRemote()
 	}
 	var groups []readvGroup
