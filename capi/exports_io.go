@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/memtier/memtier/runtime/engine"
@@ -144,10 +145,9 @@ func mtgo_readv(id C.uint64_t, path *C.char, iov *C.memtier_iovec_t, n C.size_t,
 			}
 		}
 	}
-	rem := anyChecks() && anyURL(def)
-	for i := 0; !rem && anyChecks() && i < len(v); i++ {
-		rem = remote.IsURL(v[i].Path)
-	}
+	// Each element's Path is its own or def: a scan only while some
+	// context has an interrupt check.
+	rem := anyChecks() && slices.ContainsFunc(v, func(e engine.IOVec) bool { return remote.IsURL(e.Path) })
 	err = interruptible(uint64(id), rem, func() error { return ctx.ReadV(v, int(target), uint32(flags)) })
 	if low != nil {
 		// The call's status is still its lowest failed element's.

@@ -15,11 +15,11 @@ from __future__ import annotations
 import threading
 from typing import Any, List, Optional, Sequence, Tuple
 
-from . import _errors, _ffi, _fork, _pickling
+from . import _errors, _ffi, _fork, _interrupt, _pickling
 from ._buffers import TARGET_CPU, TARGET_CUDA, _dest, _is_torch_tensor
 from ._errors import make_error
 from ._options import CHUNK_BYTES
-from ._paths import PathType, _cpath, _fname, _is_url
+from ._paths import PathType, _cpath, _fname
 from ._ranges import _ranges_array
 
 __all__ = ["ChunkStream", "load", "stream"]
@@ -327,10 +327,7 @@ class ChunkStream:
                         continue  # a Python signal handler may run here (Ctrl-C)
                     break
             except KeyboardInterrupt:
-                # Stop the stream's remote GETs too, or closing it waits
-                # for a stalled server (the remote timeouts).
-                if _is_url(self._path):
-                    self._ctx.interrupt()
+                _interrupt.stop_remote(self._ctx, self._path)
                 raise
             if rc == _errors.ERR_EOF:
                 self.close()

@@ -23,6 +23,8 @@ from __future__ import annotations
 import threading
 from typing import Any, List, Optional
 
+from . import _paths
+
 _pending: List[BaseException] = []
 _lock = threading.Lock()
 #: (ffi, callback) per loaded library: the callback must stay alive as long
@@ -80,3 +82,16 @@ def take_pending() -> Optional[BaseException]:
         exc = _pending[0]
         _pending.clear()
         return exc
+
+
+def stop_remote(ctx: Any, path: Any) -> None:
+    """After a ``KeyboardInterrupt`` that landed between two slices of a
+    wait on an asynchronous request or stream of ``path``: interrupt the
+    context's remote GETs when ``path`` is a URL, or releasing the request
+    waits for a stalled server (the remote timeouts). Never raises: the
+    caller re-raises the ``KeyboardInterrupt``."""
+    if _paths._is_url(path):
+        try:
+            ctx.interrupt()
+        except Exception:
+            pass

@@ -6,11 +6,10 @@ import threading
 import time
 from typing import Any, Optional, Tuple
 
-from . import _errors, _ffi, _fork, _pickling
+from . import _errors, _ffi, _fork, _interrupt, _pickling
 from ._constants import TARGET_CPU, TARGET_CUDA
 from ._cuda import _unsupported_cuda
 from ._errors import make_error
-from ._paths import _is_url
 
 class Request:
     """An asynchronous read or prefetch (:meth:`Context.read_async`,
@@ -121,13 +120,7 @@ class Request:
         try:
             return self._wait_slices(h, deadline, timeout, nb)
         except KeyboardInterrupt:
-            # Ctrl-C between two slices: stop the request's remote GETs too,
-            # or releasing it waits for a stalled server (the remote timeouts).
-            if _is_url(self._path):
-                try:
-                    self._ctx.interrupt()
-                except Exception:
-                    pass
+            _interrupt.stop_remote(self._ctx, self._path)
             raise
 
     def _wait_slices(self, h: Any, deadline: Optional[float], timeout: Optional[float], nb: Any) -> int:

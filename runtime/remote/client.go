@@ -77,6 +77,7 @@ func NewClient(opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: o, res: res}
+	c.intr.cur.Store(newCallGen())
 
 	c.region = firstSet(o.Region, o.Getenv("AWS_REGION"), o.Getenv("AWS_DEFAULT_REGION"), res.region, DefaultRegion)
 	ep, field := o.Endpoint, "Endpoint"

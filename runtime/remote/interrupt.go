@@ -18,20 +18,13 @@ func newCallGen() *callGen {
 	return &callGen{ctx: ctx, cancel: cancel}
 }
 
-// interrupter holds the current generation (the zero value is ready).
+// interrupter holds the current generation (set by NewClient).
 type interrupter struct {
 	cur atomic.Pointer[callGen]
 }
 
 // callContext returns the context the Source's next request runs under.
-func (c *Client) callContext() context.Context {
-	for {
-		if g := c.intr.cur.Load(); g != nil {
-			return g.ctx
-		}
-		c.intr.cur.CompareAndSwap(nil, newCallGen())
-	}
-}
+func (c *Client) callContext() context.Context { return c.intr.cur.Load().ctx }
 
 // Interrupt stops every request the Client's Source started before the
 // call: in-flight GETs are canceled, waits for a retry or for a
@@ -39,7 +32,5 @@ func (c *Client) callContext() context.Context {
 // errs.Interrupted (no retry). Requests started after Interrupt returns
 // run normally. Safe for concurrent use, from any goroutine.
 func (c *Client) Interrupt() {
-	if old := c.intr.cur.Swap(newCallGen()); old != nil {
-		old.cancel()
-	}
+	c.intr.cur.Swap(newCallGen()).cancel()
 }
